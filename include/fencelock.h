@@ -1,0 +1,333 @@
+/*
+ * fencelock.h - leased locks with fencing tokens for the processes of one host.
+ *
+ * Anything not in this header is not API.
+ *
+ * OVERVIEW
+ *
+ * A region is one memory-mapped file, created and kept by the supervisor
+ * fencelockd, that holds lock slots, a key index and fenced records.  Client
+ * processes map it and work on it directly with atomic instructions: acquire,
+ * renew, release, commit and read make no system call when uncontended.
+ *
+ * Every successful acquisition of a key returns a fencing token greater than
+ * every earlier token of that key (I1).  A lease ends at its deadline on
+ * CLOCK_MONOTONIC unless renewed; after that another process may take the
+ * key over and gets a greater token.  A holder that was paused past its
+ * deadline (SIGSTOP, GC, swap) can still run code when it wakes up, so the
+ * lock alone cannot protect a resource: the resource must compare tokens.
+ * fl_commit() is that comparison for records kept in the region (I2), and the
+ * README shows it for SQL databases and files.  A -ESTALE result means
+ * "ownership lost": stop, never retry with the same token.
+ *
+ * CONVENTIONS
+ *
+ * - Functions return 0 or a negative errno value; fl_strerror() names it and,
+ *   after a failing call, fl_last_error() describes it in detail (for example
+ *   which region file is corrupt and how).  The library never prints.
+ * - All functions are thread-safe; one region handle may be shared by the
+ *   threads of a process.  A handle must not be used in a child after fork():
+ *   the child opens its own.
+ * - Keys and record names are NUL-terminated byte strings of 1..FL_KEY_MAX
+ *   bytes.
+ *
+ * CAVEATS (what fencelock does not promise)
+ *
+ * - A lease is not a guarantee that the holder is the only one running its
+ *   critical section: only the fenced check at the resource is.
+ * - Death detection needs fencelockd: without it, a dead holder's lock is
+ *   freed at its lease deadline (I10).  A process that opened the region
+ *   while no supervisor ran is unregistered and always falls back to leases.
+ * - Waiters are woken all at once on release; with hundreds of waiters on
+ *   one key that is a thundering herd (correct, not cheap).
+ * - A waiter killed by SIGKILL while asleep leaves the key's waiter count
+ *   one too high: later releases of that key make one futex system call each
+ *   (correctness is unaffected).
+ * - Regions are for one host.  Never put one on NFS or share it between
+ *   machines: the clock and the futexes are per host.
+ * - Lease deadlines are kept in microseconds of CLOCK_MONOTONIC in 48 bits:
+ *   a host up for more than 8.9 years gets -EOVERFLOW from acquire and renew.
+ */
+#ifndef FENCELOCK_H
+#define FENCELOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(FL_BUILDING_LIBRARY)
+#define FL_API __attribute__((visibility("default")))
+#else
+#define FL_API
+#endif
+
+#define FL_VERSION_MAJOR 0
+#define FL_VERSION_MINOR 1
+#define FL_VERSION_PATCH 0
+
+/* Longest key or record name, in bytes, without the terminating NUL. */
+#define FL_KEY_MAX 127
+
+/* Greatest token the library will ever hand out (tokens fit a SQL BIGINT). */
+#define FL_TOKEN_MAX ((uint64_t)INT64_MAX)
+
+/* Environment variable naming the region when a program is given none. */
+#define FL_REGION_ENV "FENCELOCK_REGION"
+
+typedef struct fl_region fl_region; /* opaque: this process's view of one region */
+
+typedef struct fl_lease {
+    uint64_t token;       /* fencing token of this acquisition */
+    uint64_t deadline_ns; /* CLOCK_MONOTONIC time at which the lease ends unless renewed */
+    uint32_t slot;        /* which lock; meaningful to the library only */
+    uint32_t flags;       /* FL_LEASE_EXPIRED: the previous holder's lease ran out while held;
+                             FL_LEASE_OWNER_DIED: the previous holder died holding it */
+} fl_lease;
+
+#define FL_LEASE_EXPIRED    0x1u /* previous holder's lease ran out (or was voided by a reboot) */
+#define FL_LEASE_OWNER_DIED 0x2u /* previous holder died holding the lock; fencelockd freed it */
+
+#define FL_WAIT_FOREVER (-1)
+
+/* Open a region and register this process with its supervisor.
+ *
+ * region_path: the region file; NULL means $FENCELOCK_REGION if set, else the
+ *   default path (see fl_default_region_path()).
+ * out: receives the handle, to be passed to fl_close().
+ *
+ * If no supervisor answers on the region's socket the region is still opened
+ * (I10), unregistered: locks then fall back to lease expiry when a holder
+ * dies.  fl_region_registered() tells which.
+ *
+ * Errors:
+ *   -EINVAL     region_path or out is NULL-but-required, or the path is too long
+ *   -ENOENT     the region file does not exist (start fencelockd first)
+ *   -EACCES     no permission to open or map the file
+ *   -EPROTO     the file is not a fencelock region, or is corrupt or truncated
+ *               (fl_last_error() says what is wrong, naming the file)
+ *   -EPROTONOSUPPORT  the region has another format version than this build reads
+ *   -EAGAIN     the region was written during an earlier boot and fencelockd has
+ *               not adopted it yet (leases of another boot are void, I11)
+ *   -ENXIO      the supervisor serves another file at this path (the region was
+ *               replaced under a running system)
+ *   -ENOMEM, -EMFILE, -ENFILE  out of resources
+ *   -EUSERS     the supervisor's client table is full
+ */
+FL_API int fl_open(const char *region_path, fl_region **out);
+
+/* Open a region read-only for inspection (the status tool).  It maps the file
+ * with PROT_READ and does not register; only the fl_*_info() functions may be
+ * used on the handle.  Errors: as fl_open(), without -ENXIO and -EUSERS; a
+ * region of an earlier boot is opened (its leases are shown as void). */
+FL_API int fl_open_readonly(const char *region_path, fl_region **out);
+
+/* Unmap the region and end the registration.  Locks still held through this
+ * handle are released by the supervisor as if the process had died (their
+ * next holders see FL_LEASE_OWNER_DIED).  NULL is ignored.  Leases and data
+ * obtained through the handle must not be used with another handle. */
+FL_API void fl_close(fl_region *r);
+
+/* Acquire the lock of key and receive a lease with its fencing token.
+ *
+ * lease_ns: lease length in nanoseconds, > 0 (rounded up to a microsecond).
+ * timeout_ns: 0 = try once (-EBUSY if held), > 0 = wait at most that long
+ *   (-ETIMEDOUT), FL_WAIT_FOREVER = no limit.  A wait sleeps on a futex and
+ *   wakes on release, on the holder's death, and at the holder's deadline,
+ *   when it takes the expired lease over.
+ * lease: receives token, deadline, slot and flags.
+ *
+ * The key gets a slot on first use and keeps it for the life of the region.
+ * A try that fails consumes no token.
+ *
+ * Errors:
+ *   -EINVAL    NULL argument, key of 0 or more than FL_KEY_MAX bytes, lease_ns 0,
+ *              timeout_ns < 0 other than FL_WAIT_FOREVER, or a read-only handle
+ *   -EBUSY     timeout_ns was 0 and the key is held by an unexpired lease
+ *   -ETIMEDOUT the key stayed held for timeout_ns
+ *   -ENOSPC    the key is new and the region's lock table is full
+ *   -EOVERFLOW the key's token space is spent (FL_TOKEN_MAX reached), or the
+ *              deadline does not fit (see CAVEATS)
+ *   -EPROTO    the region's shared data is corrupt (fl_last_error() says where)
+ */
+FL_API int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
+                      fl_lease *lease);
+
+/* Extend a lease to now + lease_ns; updates lease->deadline_ns.
+ * Errors:
+ *   -ESTALE    ownership lost: the lease expired or the key was taken over
+ *              (nothing changed)
+ *   -EINVAL    NULL argument, lease_ns 0, bad slot, read-only handle
+ *   -EOVERFLOW the deadline does not fit (see CAVEATS)
+ */
+FL_API int fl_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns);
+
+/* Release a lease and wake the key's waiters.
+ * Errors:
+ *   -ESTALE  ownership lost: another acquisition has taken the key (nothing
+ *            changed), or the lease had expired; an expired lease that nobody
+ *            had taken over yet is freed all the same
+ *   -EINVAL  NULL argument, bad slot, read-only handle
+ */
+FL_API int fl_release(fl_region *r, const fl_lease *lease);
+
+/* 0 while lease is still the current holding of its key and unexpired, else -ESTALE. One atomic
+   read: lets a long job stop early. Never a substitute for the fenced check at the resource.
+   Errors: -ESTALE as said; -EINVAL for NULL arguments or a bad slot. */
+FL_API int fl_check(fl_region *r, const fl_lease *lease);
+
+/* ---- Fenced records ------------------------------------------------------ */
+
+#define FL_COMMIT_STRICT 1u /* accept only T > greatest accepted (operations unique per generation) */
+
+/* Commit len bytes to record, fenced by lease->token.
+ *
+ * The commit takes effect if and only if lease->token >= F (> F with
+ * FL_COMMIT_STRICT), F being the greatest token the record had accepted when
+ * the commit took effect; comparison and publication are one atomic step (I2).
+ * It checks the token against the record, not the lease's deadline.  The
+ * record is created by its first commit and bound to the lease's key: it only
+ * ever accepts leases of that key (I8).
+ *
+ * Returns 0, or:
+ *   -ESTALE    the record already accepted a greater token (or an equal one under
+ *              FL_COMMIT_STRICT); *accepted, if not NULL, is set to the greatest
+ *              accepted token.  Ownership is lost: never retry with this token.
+ *   -EXDEV     the record is bound to another key than the lease's
+ *   -EMSGSIZE  len exceeds the region's record size
+ *   -EINVAL    NULL argument (data may be NULL when len is 0), bad record name,
+ *              unknown flags, a lease whose slot or token this region never
+ *              issued, or a read-only handle
+ *   -ENOSPC    the record is new and the record table is full, or no commit
+ *              buffer is free (all are current values or in-flight commits)
+ *   -EPROTO    the region's shared data is corrupt
+ * On success *accepted, if not NULL, is set to lease->token.
+ */
+FL_API int fl_commit(fl_region *r, const fl_lease *lease, const char *record, const void *data,
+                     size_t len, unsigned flags, uint64_t *accepted);
+
+/* Read the current value: copies at most cap bytes, sets *len to its full length and *fence to
+   the token that wrote it.  The bytes are exactly those of one accepted commit (I3).
+   Errors: -ENOENT if never committed; -ENOBUFS if cap is too small (nothing copied, *len set);
+   -EINVAL for NULL arguments (buf may be NULL when cap is 0) or a bad record name;
+   -EPROTO for corrupt shared data.  Works on read-only handles. */
+FL_API int fl_read(fl_region *r, const char *record, void *buf, size_t cap, size_t *len,
+                   uint64_t *fence);
+
+/* The fenced-pointer pattern: a record whose value is one 64-bit number (a
+ * generation or object id, stored little-endian in 8 bytes).  Immutable
+ * objects are stored under generation-specific names (for example
+ * renders/image-52/<token>.jpg) and only the pointer is fenced.  Errors: as
+ * fl_commit() and fl_read(); fl_read_u64 returns -EPROTO if the record does
+ * not hold exactly 8 bytes. */
+FL_API int fl_commit_u64(fl_region *r, const fl_lease *lease, const char *record,
+                         uint64_t value, unsigned flags, uint64_t *accepted);
+FL_API int fl_read_u64(fl_region *r, const char *record, uint64_t *value, uint64_t *fence);
+
+/* ---- Errors and paths ---------------------------------------------------- */
+
+/* A static message for a negative (or positive) errno value; never NULL. */
+FL_API const char *fl_strerror(int err);
+
+/* The symbolic name of an error ("ESTALE"); "E?" when unknown.  Never NULL. */
+FL_API const char *fl_err_name(int err);
+
+/* Details of the last error returned to this thread by a fencelock function,
+ * for example "region /dev/shm/x: bad magic: not a fencelock region".  Valid
+ * until the next fencelock call in this thread; "" when there is none. */
+FL_API const char *fl_last_error(void);
+
+/* Write the region path used when none is given: $FENCELOCK_REGION if set,
+ * else /dev/shm/fencelock-<uid>/region (tmpfs: stores stay in memory).
+ * Errors: -ENAMETOOLONG if it does not fit in cap bytes; -EINVAL for NULL. */
+FL_API int fl_default_region_path(char *buf, size_t cap);
+
+/* 1 if this handle is registered with a supervisor (death detection on),
+ * else 0. */
+FL_API int fl_region_registered(const fl_region *r);
+
+/* ---- Inspection (read-only, for tools) ----------------------------------- */
+
+typedef struct fl_region_info {
+    uint32_t format_version;
+    uint32_t lock_capacity;   /* lock slots (keys) the region can hold */
+    uint32_t locks_used;      /* slots handed out so far */
+    uint32_t record_capacity;
+    uint32_t records_used;
+    uint32_t record_size;     /* largest value a record holds, bytes */
+    uint32_t buffer_count;    /* commit buffers: current values plus in-flight commits */
+    uint32_t client_capacity;
+    uint64_t file_size;       /* bytes */
+    uint64_t created_unix_ns; /* wall-clock creation time, for display only */
+    uint64_t token_floor;     /* every new token is at least this */
+    uint32_t supervisor_pid;  /* last supervisor that served the region, 0 if none */
+    int32_t  same_boot;       /* 1 if written during the current boot, else 0 */
+    char     boot_id[40];     /* boot the region's leases belong to */
+} fl_region_info;
+
+/* Errors: -EINVAL for NULL arguments. */
+FL_API int fl_region_info_get(fl_region *r, fl_region_info *info);
+
+#define FL_LOCK_FREE    0 /* nobody holds it */
+#define FL_LOCK_HELD    1 /* held by an unexpired lease */
+#define FL_LOCK_EXPIRED 2 /* held by a lease whose deadline has passed */
+
+typedef struct fl_lock_info {
+    char     key[FL_KEY_MAX + 1];
+    int      state;            /* FL_LOCK_FREE, FL_LOCK_HELD or FL_LOCK_EXPIRED */
+    uint64_t token;            /* latest token handed out for this key (0: never) */
+    uint32_t holder_pid;       /* pid of the latest holder, in the supervisor's pid namespace */
+    uint32_t holder_client;    /* client table index of the holder, 0 if unregistered */
+    uint64_t holder_client_id; /* registered client id of the holder, 0 if unregistered */
+    int64_t  lease_left_ns;    /* time left on the lease (negative: expired); 0 when free */
+    uint32_t waiters;          /* processes waiting now (see CAVEATS) */
+    uint32_t last_release;     /* how the last holding ended: 0 released, FL_LEASE_OWNER_DIED,
+                                  FL_LEASE_EXPIRED (voided) */
+    uint64_t acquisitions;     /* successful acquisitions */
+    uint64_t contended;        /* acquisitions that found the key held */
+    uint64_t expiries_taken;   /* acquisitions that took an expired lease over */
+    uint64_t deaths;           /* holdings released by the supervisor for a dead holder */
+    uint64_t renewals;
+    uint64_t renew_failed;
+    uint64_t releases;
+} fl_lock_info;
+
+/* Describe lock slot index (0 .. locks_used-1).  Returns 0; -ENOENT for a
+ * slot that holds no published key (for example one abandoned while its
+ * creator raced another); -ERANGE when index >= locks_used; -EINVAL for NULL. */
+FL_API int fl_lock_info_get(fl_region *r, uint32_t index, fl_lock_info *info);
+
+typedef struct fl_record_info {
+    char     name[FL_KEY_MAX + 1];
+    char     bound_key[FL_KEY_MAX + 1]; /* key of the lock that fences it ("" if unbound) */
+    uint64_t accepted_token;   /* greatest token accepted (0: never committed) */
+    uint64_t version;          /* number of accepted commits */
+    uint32_t size;             /* length of the current value, bytes */
+    uint32_t last_rejected_pid;
+    uint64_t commits;
+    uint64_t rejections;
+    uint64_t last_rejected_token;
+} fl_record_info;
+
+/* Describe record index (0 .. records_used-1).  Errors as fl_lock_info_get(). */
+FL_API int fl_record_info_get(fl_region *r, uint32_t index, fl_record_info *info);
+
+typedef struct fl_client_info {
+    uint32_t index;     /* client table index (1-based; what locks record as holder) */
+    uint32_t pid;       /* in the supervisor's pid namespace */
+    uint32_t uid;
+    uint32_t attached;  /* 1: connected to the running supervisor; 0: adopted after a
+                           supervisor restart and watched through its pid */
+    uint64_t client_id; /* unique for the life of the region */
+} fl_client_info;
+
+/* Describe client table entry index (1 .. client_capacity).  Returns 0 for a
+ * live client; -ENOENT for an empty entry; -ERANGE past the table; -EINVAL. */
+FL_API int fl_client_info_get(fl_region *r, uint32_t index, fl_client_info *info);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FENCELOCK_H */

@@ -1,0 +1,90 @@
+/*
+ * client.c - registration with the supervisor.
+ *
+ * A client connects to the Unix socket beside the region (PATH.sock), says
+ * hello, and keeps the connection open for its life.  The supervisor learns
+ * the peer's credentials from the kernel (SO_PEERCRED), assigns a client
+ * table index and id, and when the connection closes or the process exits
+ * it frees every lock that index still holds (I5).  The connection is the
+ * only system-call path of the library besides futex waits and wakes.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* How long fl_open waits for a supervisor's answer before it opens the
+ * region unregistered (a stopped supervisor must not stop its clients). */
+#define FL__REGISTER_TIMEOUT_MS 2000
+
+int fl__socket_path(const char *region_path, char *buf, size_t cap)
+{
+    int n = snprintf(buf, cap, "%s.sock", region_path);
+    if (n < 0 || (size_t)n >= cap)
+        return -ENAMETOOLONG;
+    return 0;
+}
+
+int fl__client_register(fl_region *r)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (fl__socket_path(r->path, addr.sun_path, sizeof addr.sun_path) != 0)
+        return fl__fail(-ENAMETOOLONG, "socket path for %s exceeds %zu bytes", r->path,
+                        sizeof addr.sun_path - 1);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return fl__fail(-errno, "socket: %s", strerror(errno));
+    struct timeval tv = {.tv_sec = FL__REGISTER_TIMEOUT_MS / 1000,
+                         .tv_usec = (FL__REGISTER_TIMEOUT_MS % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    int err;
+    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+        err = fl__fail(-errno, "no supervisor at %s: %s", addr.sun_path, strerror(errno));
+        goto fail;
+    }
+    struct fl__hello hello = {.magic = FL__HELLO_MAGIC, .version = FL__PROTO_VERSION,
+                              .pid = r->pid};
+    if (send(fd, &hello, sizeof hello, MSG_NOSIGNAL) != (ssize_t)sizeof hello) {
+        err = fl__fail(-ECONNREFUSED, "supervisor at %s did not take our hello", addr.sun_path);
+        goto fail;
+    }
+    struct fl__reply reply;
+    ssize_t n = recv(fd, &reply, sizeof reply, 0);
+    if (n != (ssize_t)sizeof reply || reply.magic != FL__REPLY_MAGIC) {
+        err = fl__fail(-ECONNREFUSED, "supervisor at %s gave no valid answer", addr.sun_path);
+        goto fail;
+    }
+    if (reply.status != 0) {
+        err = reply.status < 0 && reply.status > -4096 ? reply.status : -EPROTO;
+        fl__fail(err, "supervisor at %s refused registration: %s", addr.sun_path,
+                 fl_strerror(err));
+        goto fail;
+    }
+    struct stat st;
+    if (fstat(r->fd, &st) != 0 || st.st_dev != reply.dev || st.st_ino != reply.ino) {
+        err = fl__fail(-ENXIO,
+                       "region %s: the supervisor serves another file under this name "
+                       "(was the region replaced?)",
+                       r->path);
+        goto fail;
+    }
+    if (reply.client == 0 || reply.client >= r->client_capacity) {
+        err = fl__fail(-EPROTO, "supervisor assigned client index %u of %u", reply.client,
+                       r->client_capacity);
+        goto fail;
+    }
+    r->sock = fd;
+    r->client = reply.client;
+    r->client_id = reply.client_id;
+    return 0;
+fail:
+    close(fd);
+    return err;
+}

@@ -1,0 +1,35 @@
+/* json.c - JSON string escaping and timestamps for the programs' output. */
+#include "json.h"
+
+#include <time.h>
+
+void fl_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\t': fputs("\\t", f); break;
+        case '\r': fputs("\\r", f); break;
+        default:
+            if (*p < 0x20 || *p >= 0x7f)
+                fprintf(f, "\\u%04x", *p); /* keys are bytes, not UTF-8: keep them exact */
+            else
+                fputc(*p, f);
+        }
+    }
+    fputc('"', f);
+}
+
+void fl_json_now(FILE *f)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts); /* log timestamps only; never for leases */
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char buf[40];
+    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+    fprintf(f, "\"%s.%06ldZ\"", buf, ts.tv_nsec / 1000);
+}

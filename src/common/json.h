@@ -1,0 +1,14 @@
+/*
+ * json.h - the few JSON pieces the programs write (log lines, --json output).
+ * Keys are arbitrary bytes: everything outside printable ASCII is escaped.
+ */
+#ifndef FL_JSON_H
+#define FL_JSON_H
+#include <stdio.h>
+
+/* Write s as a JSON string literal, quotes included. */
+void fl_json_string(FILE *f, const char *s);
+/* Write the current wall-clock time as an RFC 3339 UTC string literal. */
+void fl_json_now(FILE *f);
+
+#endif

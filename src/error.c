@@ -1,0 +1,91 @@
+/*
+ * error.c - one table of the errors fencelock returns: their names, their
+ * messages (fl_strerror, fl_err_name), and the per-thread detail message of
+ * the last failure (fl_last_error).  errno is never touched.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define FL__ERRORS(X)                                                                       \
+    X(ESTALE, "fencing token is stale: ownership lost (do not retry with this token)")     \
+    X(EBUSY, "the lock is held")                                                            \
+    X(ETIMEDOUT, "timed out waiting for the lock")                                          \
+    X(EINVAL, "invalid argument")                                                           \
+    X(ENOENT, "no such region, key or record")                                              \
+    X(ENOSPC, "the region is full (lock table, record table or commit buffers)")            \
+    X(EOVERFLOW, "token space or deadline range exhausted")                                 \
+    X(EPROTO, "the region file is corrupt or not a fencelock region")                       \
+    X(EPROTONOSUPPORT, "the region has a format version this build does not read")          \
+    X(EAGAIN, "the region belongs to an earlier boot and fencelockd has not adopted it")    \
+    X(ENXIO, "the supervisor serves another file at this path")                             \
+    X(EUSERS, "the supervisor's client table is full")                                      \
+    X(EXDEV, "the record is fenced by another lock key")                                    \
+    X(EMSGSIZE, "value larger than the region's record size")                               \
+    X(ENOBUFS, "buffer too small for the value")                                            \
+    X(EACCES, "permission denied")                                                          \
+    X(EPERM, "operation not permitted")                                                     \
+    X(ENOMEM, "out of memory")                                                              \
+    X(EMFILE, "too many open files in this process")                                        \
+    X(ENFILE, "too many open files in the system")                                          \
+    X(ENAMETOOLONG, "path too long")                                                        \
+    X(ECONNREFUSED, "no supervisor is listening")                                           \
+    X(EEXIST, "already exists")                                                             \
+    X(ERANGE, "index out of range")                                                         \
+    X(EINTR, "interrupted")                                                                 \
+    X(EIO, "input/output error")
+
+struct fl__error_entry {
+    int code;
+    const char *name;
+    const char *message;
+};
+
+static const struct fl__error_entry fl__errors[] = {
+#define FL__ENTRY(name, msg) {name, #name, msg},
+    FL__ERRORS(FL__ENTRY)
+#undef FL__ENTRY
+};
+
+static const struct fl__error_entry *fl__lookup(int err)
+{
+    if (err < 0)
+        err = -err;
+    for (size_t i = 0; i < sizeof fl__errors / sizeof fl__errors[0]; i++)
+        if (fl__errors[i].code == err)
+            return &fl__errors[i];
+    return NULL;
+}
+
+const char *fl_strerror(int err)
+{
+    if (err == 0)
+        return "success";
+    const struct fl__error_entry *e = fl__lookup(err);
+    return e ? e->message : "unknown error";
+}
+
+const char *fl_err_name(int err)
+{
+    if (err == 0)
+        return "OK";
+    const struct fl__error_entry *e = fl__lookup(err);
+    return e ? e->name : "E?";
+}
+
+static _Thread_local char fl__last[512];
+
+const char *fl_last_error(void) { return fl__last; }
+
+void fl__clear_error(void) { fl__last[0] = '\0'; }
+
+int fl__fail(int err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(fl__last, sizeof fl__last, fmt, ap);
+    va_end(ap);
+    return err;
+}

@@ -1,0 +1,47 @@
+/*
+ * fencelockd.h - what the supervisor's files share.
+ */
+#ifndef FENCELOCKD_H
+#define FENCELOCKD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <poll.h>
+#include <sys/types.h>
+
+#include "../internal.h"
+
+/* ---- log.c: one JSON object per line on stderr ---- */
+/* Start a log line: {"ts":...,"level":level,"event":event  (caller adds
+ * fields with log_* and ends it with log_end). */
+void log_begin(const char *level, const char *event);
+void log_str(const char *name, const char *value);
+void log_u64(const char *name, uint64_t value);
+void log_i64(const char *name, int64_t value);
+void log_end(void);
+/* A one-line error event with a message. */
+void log_error(const char *event, const char *message);
+
+/* ---- notify.c ---- */
+/* Tell systemd (NOTIFY_SOCKET) a state such as "READY=1"; no-op without it. */
+void notify_systemd(const char *state);
+
+/* ---- registry.c: the client table and death reaping ---- */
+struct registry;
+struct registry *registry_new(fl_region *r);
+void registry_free(struct registry *g);
+/* Adopt the client table of a region served before (supervisor restart):
+ * reap entries whose process is gone, watch the others by pid. */
+void registry_adopt(struct registry *g);
+/* Take a new connection (accepted socket). */
+void registry_accept(struct registry *g, int fd);
+/* Fill pollfds with every descriptor to watch; returns how many. */
+int registry_pollfds(struct registry *g, struct pollfd *fds, int max);
+/* Handle the events poll() reported for the descriptors registry_pollfds gave. */
+void registry_handle(struct registry *g, const struct pollfd *fds, int n);
+/* Periodic work (checks of adopted clients without a pidfd). */
+void registry_tick(struct registry *g);
+/* Most descriptors registry_pollfds may return. */
+int registry_max_fds(const struct registry *g);
+
+#endif

@@ -1,0 +1,347 @@
+/*
+ * main.c - fencelockd, the supervisor: creates or adopts a region, serves
+ * registrations on the socket beside it, and frees the locks of clients that
+ * die (I5).  It is never on the clients' fast path: with it stopped, clients
+ * keep acquiring and committing, and only death detection falls back to
+ * lease expiry (I10).
+ */
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "fencelockd.h"
+
+enum {
+    EXIT_USAGE = 2,   /* bad command line */
+    EXIT_REGION = 3,  /* the region cannot be created, is corrupt, or does not match */
+    EXIT_BUSY = 4,    /* another fencelockd serves the region */
+};
+
+static const char usage_text[] =
+    "Usage: fencelockd [OPTIONS]\n"
+    "\n"
+    "Supervise a fencelock region: create it if absent (or adopt it as found),\n"
+    "register client processes on the Unix socket REGION.sock, and release the\n"
+    "locks of clients that die. Runs in the foreground and logs one JSON object\n"
+    "per line on stderr.\n"
+    "\n"
+    "Options:\n"
+    "  -r, --region PATH        region file (default: $FENCELOCK_REGION, else\n"
+    "                           /dev/shm/fencelock-UID/region)\n"
+    "      --locks N            lock slots (distinct keys) of a new region [4096]\n"
+    "      --records N          fenced records of a new region [1024]\n"
+    "      --record-size BYTES  largest record value, 8..65536 [1024]\n"
+    "      --clients N          client table size, 1..65535 [1024]\n"
+    "      --spare-buffers N    commit buffers beyond one per record, for commits\n"
+    "                           in flight [64]\n"
+    "  -h, --help               show this help\n"
+    "      --version            show the version\n"
+    "\n"
+    "Creation parameters apply to a new region; given for an existing region\n"
+    "they must match it, or fencelockd refuses to start.\n"
+    "\n"
+    "Signals: SIGTERM or SIGINT stop it cleanly; clients keep working.\n"
+    "With $NOTIFY_SOCKET set it reports READY=1 (systemd Type=notify).\n"
+    "\n"
+    "Exit status: 0 stopped by a signal; 1 runtime error; 2 bad usage;\n"
+    "3 region cannot be created, is corrupt, or does not match the options;\n"
+    "4 another fencelockd serves the region.\n";
+
+struct options {
+    const char *region;
+    struct fl__params params;
+    bool given[5];
+};
+
+static int parse_u32(const char *name, const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) {
+        fprintf(stderr, "fencelockd: --%s: '%s' is not a number in %u..%u\n", name, s, lo, hi);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+    static const struct option longopts[] = {
+        {"region", required_argument, NULL, 'r'},
+        {"locks", required_argument, NULL, 'L'},
+        {"records", required_argument, NULL, 'R'},
+        {"record-size", required_argument, NULL, 'S'},
+        {"clients", required_argument, NULL, 'C'},
+        {"spare-buffers", required_argument, NULL, 'B'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    o->params = (struct fl__params){FL__DEFAULT_LOCKS, FL__DEFAULT_RECORDS,
+                                    FL__DEFAULT_RECORD_SIZE, FL__DEFAULT_CLIENTS,
+                                    FL__DEFAULT_SPARE_BUFFERS};
+    int c;
+    while ((c = getopt_long(argc, argv, "r:h", longopts, NULL)) != -1) {
+        int err = 0;
+        switch (c) {
+        case 'r': o->region = optarg; break;
+        case 'L': err = parse_u32("locks", optarg, 1, FL__MAX_LOCKS, &o->params.locks); o->given[0] = true; break;
+        case 'R': err = parse_u32("records", optarg, 1, FL__MAX_RECORDS, &o->params.records); o->given[1] = true; break;
+        case 'S': err = parse_u32("record-size", optarg, FL__MIN_RECORD_SIZE, FL__MAX_RECORD_SIZE, &o->params.record_size); o->given[2] = true; break;
+        case 'C': err = parse_u32("clients", optarg, 1, FL__MAX_CLIENTS, &o->params.clients); o->given[3] = true; break;
+        case 'B': err = parse_u32("spare-buffers", optarg, 1, 1u << 20, &o->params.spare_buffers); o->given[4] = true; break;
+        case 'h': fputs(usage_text, stdout); exit(0);
+        case 'V': printf("fencelockd %d.%d.%d\n", FL_VERSION_MAJOR, FL_VERSION_MINOR, FL_VERSION_PATCH); exit(0);
+        default: fputs("Try 'fencelockd --help'.\n", stderr); return -1;
+        }
+        if (err)
+            return -1;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "fencelockd: unexpected argument '%s'\nTry 'fencelockd --help'.\n",
+                argv[optind]);
+        return -1;
+    }
+    return 0;
+}
+
+/* Refuse an existing region whose parameters differ from those given. */
+static int check_params(const fl_region *r, const struct options *o)
+{
+    struct fl__params have;
+    fl__region_params(r, &have);
+    static const char *names[] = {"locks", "records", "record-size", "clients", "spare-buffers"};
+    uint32_t h[] = {have.locks, have.records, have.record_size, have.clients, have.spare_buffers};
+    uint32_t w[] = {o->params.locks, o->params.records, o->params.record_size, o->params.clients,
+                    o->params.spare_buffers};
+    for (int i = 0; i < 5; i++)
+        if (o->given[i] && h[i] != w[i]) {
+            char msg[4400];
+            snprintf(msg, sizeof msg,
+                     "region %s was created with --%s %u, not %u; drop the option to adopt it "
+                     "as it is, or use another region path",
+                     r->path, names[i], h[i], w[i]);
+            log_error("region_mismatch", msg);
+            return -1;
+        }
+    return 0;
+}
+
+static void make_parent_dir(const char *path)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return;
+    *slash = '\0';
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        char msg[4200];
+        snprintf(msg, sizeof msg, "cannot create directory %s: %s", dir, strerror(errno));
+        log_error("mkdir_failed", msg);
+    }
+}
+
+static int open_region(const struct options *o, const char *path, fl_region **out)
+{
+    int err = fl__region_map(path, false, out);
+    if (err == -ENOENT) {
+        make_parent_dir(path);
+        err = fl__region_create(path, &o->params);
+        if (err && err != -EEXIST) {
+            log_error("region_create_failed", fl_last_error());
+            return err;
+        }
+        if (!err) {
+            log_begin("info", "region_created");
+            log_str("region", path);
+            log_u64("locks", o->params.locks);
+            log_u64("records", o->params.records);
+            log_u64("record_size", o->params.record_size);
+            log_u64("clients", o->params.clients);
+            log_end();
+        }
+        err = fl__region_map(path, false, out);
+    }
+    if (err)
+        log_error("region_invalid", fl_last_error());
+    return err;
+}
+
+static void log_voided(void *ctx, uint32_t slot, uint64_t token)
+{
+    fl_region *r = ctx;
+    char key[FL_KEY_MAX + 1] = "";
+    struct fl__keytab t;
+    fl__keytab_locks(r, &t);
+    fl__key_published(&t, slot, key);
+    log_begin("info", "lease_voided");
+    log_str("key", key);
+    log_u64("token", token);
+    log_end();
+}
+
+/* A region written during an earlier boot: every lease in it is void (I11),
+ * and every client in its table is gone. */
+static void adopt_boot(fl_region *r)
+{
+    char now[40], had[40];
+    if (fl__read_boot_id(now) != 0)
+        return;
+    memcpy(had, r->hdr->boot_id, sizeof had);
+    had[39] = '\0';
+    if (strcmp(now, had) == 0)
+        return;
+    uint32_t voided = fl__slots_void_all(r, log_voided, r);
+    for (uint32_t i = 1; i < r->client_capacity; i++)
+        atomic_store_explicit(&r->clients[i].state, FL__CLIENT_FREE, memory_order_relaxed);
+    memcpy(r->hdr->boot_id, now, sizeof now);
+    log_begin("info", "new_boot");
+    log_str("previous_boot", had);
+    log_str("boot", now);
+    log_u64("leases_voided", voided);
+    log_end();
+}
+
+static int listen_socket(const char *region_path)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (fl__socket_path(region_path, addr.sun_path, sizeof addr.sun_path) != 0) {
+        log_error("socket_failed", "region path too long for a Unix socket path (108 bytes)");
+        return -1;
+    }
+    /* We hold the region's flock: a socket file there is a dead supervisor's. */
+    unlink(addr.sun_path);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, 128) != 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "cannot listen on %s: %s", addr.sun_path, strerror(errno));
+        log_error("socket_failed", msg);
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    /* Same access as the region file: whoever may map it may register. */
+    struct stat st;
+    if (stat(region_path, &st) == 0)
+        chmod(addr.sun_path, st.st_mode & 0777);
+    return fd;
+}
+
+int main(int argc, char **argv)
+{
+    struct options o = {0};
+    if (parse_args(argc, argv, &o) != 0)
+        return EXIT_USAGE;
+    char path[4096];
+    if (fl__region_resolve_path(o.region, path, sizeof path) != 0) {
+        fprintf(stderr, "fencelockd: %s\n", fl_last_error());
+        return EXIT_USAGE;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigprocmask(SIG_BLOCK, &sigs, NULL);
+    int sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+
+    fl_region *r;
+    if (open_region(&o, path, &r) != 0)
+        return EXIT_REGION;
+    if (check_params(r, &o) != 0) {
+        fl__region_unmap(r);
+        return EXIT_REGION;
+    }
+    if (flock(r->fd, LOCK_EX | LOCK_NB) != 0) {
+        char msg[4200];
+        snprintf(msg, sizeof msg, "region %s is already served by fencelockd pid %u", path,
+                 atomic_load_explicit(&r->hdr->supervisor_pid, memory_order_relaxed));
+        log_error("already_served", msg);
+        fl__region_unmap(r);
+        return EXIT_BUSY;
+    }
+    adopt_boot(r);
+    struct registry *g = registry_new(r);
+    if (!g) {
+        log_error("out_of_memory", "cannot allocate the client registry");
+        return 1;
+    }
+    registry_adopt(g);
+    int lfd = listen_socket(path);
+    if (lfd < 0)
+        return 1;
+    atomic_store_explicit(&r->hdr->supervisor_pid, (uint32_t)getpid(), memory_order_relaxed);
+
+    struct fl__params p;
+    fl__region_params(r, &p);
+    log_begin("info", "start");
+    log_str("region", path);
+    log_u64("pid", (uint64_t)getpid());
+    log_u64("locks", p.locks);
+    log_u64("records", p.records);
+    log_u64("record_size", p.record_size);
+    log_u64("clients", p.clients);
+    log_u64("token_floor", atomic_load_explicit(&r->hdr->token_floor, memory_order_relaxed));
+    log_end();
+    notify_systemd("READY=1");
+
+    int max = registry_max_fds(g) + 2;
+    struct pollfd *fds = calloc((size_t)max, sizeof *fds);
+    if (!fds)
+        return 1;
+    int status = 0;
+    for (;;) {
+        fds[0] = (struct pollfd){.fd = sfd, .events = POLLIN};
+        fds[1] = (struct pollfd){.fd = lfd, .events = POLLIN};
+        int n = registry_pollfds(g, fds + 2, max - 2);
+        int rc = poll(fds, (nfds_t)n + 2, 1000);
+        if (rc < 0 && errno != EINTR) {
+            log_error("poll_failed", strerror(errno));
+            status = 1;
+            break;
+        }
+        if (rc <= 0) {
+            registry_tick(g);
+            continue;
+        }
+        if (fds[0].revents) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                log_begin("info", "stop");
+                log_str("signal", strsignal((int)si.ssi_signo));
+                log_end();
+                break;
+            }
+        }
+        if (fds[1].revents) {
+            for (;;) {
+                int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                if (cfd < 0)
+                    break;
+                registry_accept(g, cfd);
+            }
+        }
+        registry_handle(g, fds + 2, n);
+    }
+    char sock[4200];
+    if (fl__socket_path(path, sock, sizeof sock) == 0)
+        unlink(sock);
+    close(lfd);
+    free(fds);
+    registry_free(g);
+    fl__region_unmap(r);
+    return status;
+}

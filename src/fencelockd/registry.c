@@ -1,0 +1,365 @@
+/*
+ * registry.c - the supervisor's client registry and death reaping (I5).
+ *
+ * Each client process keeps one connection open for its life.  We learn its
+ * pid and uid from the kernel (SO_PEERCRED, translated into our pid
+ * namespace), give it a client table index, and watch two things: the
+ * connection (closed by fl_close or by the kernel when the process exits)
+ * and a pidfd of the process (exit is seen even if a forked child inherited
+ * the connection).  Either event reaps the index: every lock it holds is
+ * freed as released-by-death and its waiters are woken, its in-flight commit
+ * buffers are released, and only then is the index reused.
+ *
+ * The client table in the region is written only here.  After a supervisor
+ * restart (registry_adopt) the entries of clients that are still running are
+ * kept and watched by pid; a pid whose start time changed belongs to another
+ * process now, and its entry is reaped (the repair re-checks, as LMDB's
+ * reader table does, because pids are reused).
+ */
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "fencelockd.h"
+
+#define MAX_PENDING 64
+
+struct client {
+    int conn;   /* -1 when adopted (no connection) */
+    int pidfd;  /* -1 when the kernel has no pidfd_open */
+    bool used;
+};
+
+struct registry {
+    fl_region *r;
+    struct client *clients; /* by client table index; [0] unused */
+    uint32_t capacity;
+    int pending[MAX_PENDING]; /* accepted, hello not read yet */
+    int npending;
+    /* what each pollfd of the last registry_pollfds call stands for */
+    struct tag { int kind; uint32_t index; } *tags;
+    int ntags;
+};
+
+enum { TAG_PENDING, TAG_CONN, TAG_PIDFD };
+
+static int pidfd_open_compat(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+    (void)pid;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+struct registry *registry_new(fl_region *r)
+{
+    struct registry *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->r = r;
+    g->capacity = r->client_capacity;
+    g->clients = calloc(g->capacity, sizeof *g->clients);
+    g->tags = calloc((size_t)registry_max_fds(g), sizeof *g->tags);
+    if (!g->clients || !g->tags) {
+        registry_free(g);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < g->capacity; i++)
+        g->clients[i].conn = g->clients[i].pidfd = -1;
+    return g;
+}
+
+void registry_free(struct registry *g)
+{
+    if (!g)
+        return;
+    if (g->clients)
+        for (uint32_t i = 0; i < g->capacity; i++) {
+            if (g->clients[i].conn >= 0)
+                close(g->clients[i].conn);
+            if (g->clients[i].pidfd >= 0)
+                close(g->clients[i].pidfd);
+        }
+    for (int i = 0; i < g->npending; i++)
+        close(g->pending[i]);
+    free(g->clients);
+    free(g->tags);
+    free(g);
+}
+
+int registry_max_fds(const struct registry *g) { return MAX_PENDING + 2 * (int)g->capacity; }
+
+struct reap_ctx {
+    struct registry *g;
+    uint32_t index, pid;
+    uint64_t client_id;
+    const char *reason;
+};
+
+static void log_freed(void *ctx, uint32_t slot, uint64_t token)
+{
+    struct reap_ctx *c = ctx;
+    char key[FL_KEY_MAX + 1] = "";
+    struct fl__keytab t;
+    fl__keytab_locks(c->g->r, &t);
+    fl__key_published(&t, slot, key);
+    log_begin("info", "lock_released_by_death");
+    log_str("key", key);
+    log_u64("token", token);
+    log_u64("client", c->index);
+    log_u64("client_id", c->client_id);
+    log_u64("pid", c->pid);
+    log_str("reason", c->reason);
+    log_end();
+}
+
+/* Free everything client index i holds, then the index itself. */
+static void reap(struct registry *g, uint32_t i, const char *reason)
+{
+    struct fl__client *e = &g->r->clients[i];
+    struct reap_ctx c = {
+        .g = g,
+        .index = i,
+        /* relaxed: we are the only writer of the client table */
+        .pid = atomic_load_explicit(&e->pid, memory_order_relaxed),
+        .client_id = atomic_load_explicit(&e->client_id, memory_order_relaxed),
+        .reason = reason,
+    };
+    uint32_t locks = fl__slots_reap_client(g->r, i, log_freed, &c);
+    uint32_t buffers = fl__buffers_reap_client(g->r, i);
+    struct client *cl = &g->clients[i];
+    if (cl->conn >= 0)
+        close(cl->conn);
+    if (cl->pidfd >= 0)
+        close(cl->pidfd);
+    cl->conn = cl->pidfd = -1;
+    cl->used = false;
+    /* release: the reaping above happens before the index can be handed out
+     * again (we hand it out ourselves, but tools read the table) */
+    atomic_store_explicit(&e->state, FL__CLIENT_FREE, memory_order_release);
+    log_begin("info", "client_gone");
+    log_u64("client", i);
+    log_u64("client_id", c.client_id);
+    log_u64("pid", c.pid);
+    log_str("reason", reason);
+    log_u64("locks_released", locks);
+    log_u64("buffers_released", buffers);
+    log_end();
+}
+
+/* Is the client's process still the one that registered? */
+static bool process_alive(struct registry *g, uint32_t i)
+{
+    struct fl__client *e = &g->r->clients[i];
+    pid_t pid = (pid_t)atomic_load_explicit(&e->pid, memory_order_relaxed);
+    uint64_t start = atomic_load_explicit(&e->start_time, memory_order_relaxed);
+    uint64_t now_start = fl__process_start_time(pid);
+    return now_start != 0 && now_start == start;
+}
+
+void registry_adopt(struct registry *g)
+{
+    for (uint32_t i = 1; i < g->capacity; i++) {
+        struct fl__client *e = &g->r->clients[i];
+        uint32_t state = atomic_load_explicit(&e->state, memory_order_acquire);
+        if (state == FL__CLIENT_FREE)
+            continue;
+        if (!process_alive(g, i)) {
+            reap(g, i, "gone_while_unsupervised");
+            continue;
+        }
+        struct client *cl = &g->clients[i];
+        cl->used = true;
+        cl->pidfd = pidfd_open_compat((pid_t)atomic_load_explicit(&e->pid, memory_order_relaxed));
+        if (cl->pidfd < 0 && errno == ESRCH) {
+            reap(g, i, "gone_while_unsupervised");
+            continue;
+        }
+        atomic_store_explicit(&e->state, FL__CLIENT_ADOPTED, memory_order_release);
+        log_begin("info", "client_adopted");
+        log_u64("client", i);
+        log_u64("client_id", atomic_load_explicit(&e->client_id, memory_order_relaxed));
+        log_u64("pid", atomic_load_explicit(&e->pid, memory_order_relaxed));
+        log_end();
+    }
+}
+
+void registry_accept(struct registry *g, int fd)
+{
+    if (g->npending == MAX_PENDING) {
+        log_error("connection_refused", "too many connections without a hello");
+        close(fd);
+        return;
+    }
+    g->pending[g->npending++] = fd;
+}
+
+static void reply(int fd, int status, uint32_t index, uint64_t id, const struct stat *st)
+{
+    struct fl__reply m = {.magic = FL__REPLY_MAGIC, .status = status, .client = index,
+                          .client_id = id};
+    if (st) {
+        m.dev = (uint64_t)st->st_dev;
+        m.ino = (uint64_t)st->st_ino;
+    }
+    send(fd, &m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* Read the hello of a pending connection; the fd is ours to keep or close. */
+static void hello(struct registry *g, int fd)
+{
+    struct fl__hello h;
+    ssize_t n = recv(fd, &h, sizeof h, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN)) {
+        close(fd);
+        return;
+    }
+    if (n < 0)
+        return; /* spurious; keep waiting (cannot happen after POLLIN, harmless) */
+    if (n != (ssize_t)sizeof h || h.magic != FL__HELLO_MAGIC || h.version != FL__PROTO_VERSION) {
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "malformed hello: %zd bytes (want %zu), magic %#x, version %u", n, sizeof h,
+                 n >= 4 ? h.magic : 0, n >= 8 ? h.version : 0);
+        log_error("bad_message", msg);
+        reply(fd, -EPROTO, 0, 0, NULL);
+        close(fd);
+        return;
+    }
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid <= 0) {
+        log_error("bad_peer", "no peer credentials");
+        close(fd);
+        return;
+    }
+    uint32_t i = 1;
+    while (i < g->capacity && g->clients[i].used)
+        i++;
+    if (i == g->capacity) {
+        log_begin("warn", "client_refused");
+        log_u64("pid", (uint64_t)cred.pid);
+        log_str("reason", "client table full");
+        log_end();
+        reply(fd, -EUSERS, 0, 0, NULL);
+        close(fd);
+        return;
+    }
+    int pidfd = pidfd_open_compat(cred.pid);
+    if (pidfd < 0 && errno == ESRCH) {
+        close(fd); /* died right after saying hello */
+        return;
+    }
+    struct fl__client *e = &g->r->clients[i];
+    uint64_t id = atomic_fetch_add_explicit(&g->r->hdr->next_client_id, 1, memory_order_relaxed);
+    /* relaxed stores, published by the release store of the state */
+    atomic_store_explicit(&e->pid, (uint32_t)cred.pid, memory_order_relaxed);
+    atomic_store_explicit(&e->uid, (uint32_t)cred.uid, memory_order_relaxed);
+    atomic_store_explicit(&e->client_id, id, memory_order_relaxed);
+    atomic_store_explicit(&e->start_time, fl__process_start_time(cred.pid), memory_order_relaxed);
+    atomic_store_explicit(&e->state, FL__CLIENT_ATTACHED, memory_order_release);
+    g->clients[i] = (struct client){.conn = fd, .pidfd = pidfd, .used = true};
+    struct stat st;
+    fstat(g->r->fd, &st);
+    reply(fd, 0, i, id, &st);
+    log_begin("info", "client_registered");
+    log_u64("client", i);
+    log_u64("client_id", id);
+    log_u64("pid", (uint64_t)cred.pid);
+    log_u64("uid", (uint64_t)cred.uid);
+    log_end();
+}
+
+int registry_pollfds(struct registry *g, struct pollfd *fds, int max)
+{
+    int n = 0;
+    for (int i = 0; i < g->npending && n < max; i++, n++) {
+        fds[n] = (struct pollfd){.fd = g->pending[i], .events = POLLIN};
+        g->tags[n] = (struct tag){TAG_PENDING, (uint32_t)i};
+    }
+    for (uint32_t i = 1; i < g->capacity; i++) {
+        struct client *cl = &g->clients[i];
+        if (!cl->used)
+            continue;
+        if (cl->conn >= 0 && n < max) {
+            fds[n] = (struct pollfd){.fd = cl->conn, .events = POLLIN};
+            g->tags[n++] = (struct tag){TAG_CONN, i};
+        }
+        if (cl->pidfd >= 0 && n < max) {
+            fds[n] = (struct pollfd){.fd = cl->pidfd, .events = POLLIN};
+            g->tags[n++] = (struct tag){TAG_PIDFD, i};
+        }
+    }
+    g->ntags = n;
+    return n;
+}
+
+static void conn_event(struct registry *g, uint32_t i)
+{
+    struct client *cl = &g->clients[i];
+    char buf[64];
+    ssize_t n = recv(cl->conn, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) {
+        log_error("bad_message", "unexpected message from a registered client; ignored");
+        return;
+    }
+    if (n < 0 && errno == EAGAIN)
+        return;
+    /* EOF: the process closed the region, or exited. */
+    reap(g, i, process_alive(g, i) ? "closed" : "died");
+}
+
+void registry_handle(struct registry *g, const struct pollfd *fds, int n)
+{
+    if (n > g->ntags)
+        n = g->ntags;
+    /* Pending hellos first, compacting the pending list afterwards. */
+    int keep[MAX_PENDING], nkeep = 0;
+    bool handled[MAX_PENDING] = {false};
+    for (int k = 0; k < n; k++) {
+        if (g->tags[k].kind != TAG_PENDING || !fds[k].revents)
+            continue;
+        handled[g->tags[k].index] = true;
+    }
+    int pending[MAX_PENDING], np = g->npending;
+    memcpy(pending, g->pending, sizeof pending);
+    for (int i = 0; i < np; i++)
+        if (!handled[i])
+            keep[nkeep++] = pending[i];
+    memcpy(g->pending, keep, sizeof keep);
+    g->npending = nkeep;
+    for (int i = 0; i < np; i++)
+        if (handled[i])
+            hello(g, pending[i]);
+
+    for (int k = 0; k < n; k++) {
+        if (!fds[k].revents || g->tags[k].kind == TAG_PENDING)
+            continue;
+        uint32_t i = g->tags[k].index;
+        if (!g->clients[i].used)
+            continue; /* reaped by an earlier event of this round */
+        if (g->tags[k].kind == TAG_PIDFD)
+            reap(g, i, "died");
+        else if (fds[k].fd == g->clients[i].conn)
+            conn_event(g, i);
+    }
+}
+
+void registry_tick(struct registry *g)
+{
+    /* Adopted clients without a pidfd (very old kernels) are polled by pid. */
+    for (uint32_t i = 1; i < g->capacity; i++) {
+        struct client *cl = &g->clients[i];
+        if (cl->used && cl->conn < 0 && cl->pidfd < 0 && !process_alive(g, i))
+            reap(g, i, "died");
+    }
+}

@@ -1,0 +1,267 @@
+/*
+ * format.h - the byte-level layout of a fencelock region file.
+ *
+ * A region is one file, mapped MAP_SHARED by the supervisor and every client.
+ * All integers are little-endian native words (the region never leaves its
+ * host); every offset below is from the start of the file.
+ *
+ *   0      header           FL__HEADER_SIZE bytes (one page)
+ *          clients          client_capacity  x FL__CLIENT_SIZE  (entry 0 unused)
+ *          lock slots       lock_capacity    x FL__SLOT_SIZE
+ *          lock index       lock_index_cap   x 4 (uint32 bucket: slot + 1, 0 = empty)
+ *          records          record_capacity  x FL__RECORD_SIZE
+ *          record index     record_index_cap x 4
+ *          buffers          buffer_count     x buffer_stride (64-byte header + data)
+ *
+ * Every section starts on a 64-byte boundary.  Index capacities are powers
+ * of two at least twice their table's capacity, so an index is at most half
+ * full and every probe ends at an empty bucket.
+ *
+ * HEADER (offsets in bytes)
+ *   0   magic[8]            "FENCELK\0"
+ *   8   u32 format_version  FL__FORMAT_VERSION
+ *   12  u32 header_size     FL__HEADER_SIZE
+ *   16  u32 byte_order      0x01020304 as written by the creating host
+ *   20  u32 layout_sig      FL__LAYOUT_SIG: the sizes the layout depends on;
+ *                           a build with other struct sizes refuses the file
+ *   24  u32 lock_capacity, 28 lock_index_cap, 32 record_capacity,
+ *   36  u32 record_index_cap, 40 record_size, 44 buffer_count,
+ *   48  u32 client_capacity, 52 u32 reserved (0)
+ *   56  u64 clients_off, 64 slots_off, 72 lock_index_off, 80 records_off,
+ *   88  u64 record_index_off, 96 buffers_off, 104 buffer_stride, 112 file_size
+ *   120 u64 created_unix_ns  (wall clock, display only)
+ *   128 u64 checksum         FNV-1a 64 of bytes 0..127; the fields above never
+ *                            change after creation
+ *   -- mutable part, not checksummed, every field validated on use --
+ *   192 u32 next_lock        slots handed out (bounded by lock_capacity)
+ *   196 u32 next_record      records handed out
+ *   200 u64 token_floor      every new token is >= this (durability, issue 4)
+ *   208 u64 next_client_id   supervisor-assigned client ids
+ *   216 u32 supervisor_pid   0 when none has served the region
+ *   220 u32 buffer_hint      where buffer allocation scans from
+ *   224 char boot_id[40]     boot the region's leases belong to (NUL-padded);
+ *                            written only by the supervisor, before clients of
+ *                            a new boot may open the region
+ *
+ * LOCK SLOT (FL__SLOT_SIZE = 256; the lock-word state machine is in slot.c)
+ *   0   u64 state    token << 1 | HELD.  Written together with `lease` by one
+ *                    16-byte compare-and-swap (slot.c explains why).
+ *   8   u64 lease    HELD:  owner client index << 48 | deadline in microseconds
+ *                           of CLOCK_MONOTONIC (48 bits)
+ *                    FREE:  how the last holding ended (FL__FREED_*)
+ *   16  u32 wake_seq futex word: bumped on every release with waiters
+ *   20  u32 waiters  processes between deciding to sleep and waking up
+ *   24  u32 holder_pid, 28 u32 reserved  (informational, written after acquire)
+ *   32  u64 holder_client_id (informational)
+ *   40  u64 counters[8]: acquisitions, contended, expiries_taken, deaths,
+ *                        renewals, renew_failed, releases, reserved
+ *   104 key: u32 hash, u32 len, char bytes[128]  (immutable once published)
+ *
+ * CLIENT ENTRY (FL__CLIENT_SIZE = 64; written only by the supervisor)
+ *   0 u32 state (FL__CLIENT_FREE / _ATTACHED / _ADOPTED), 4 u32 pid, 8 u32 uid,
+ *   12 u32 reserved, 16 u64 client_id, 24 u64 start_time (jiffies since boot,
+ *   from /proc/PID/stat: tells a reused pid from the original)
+ *
+ * RECORD (FL__RECORD_SIZE = 256; the commit protocol is in record.c)
+ *   0   u64 cur          reference to the current value: (buffer + 1) << 40 |
+ *                        buffer generation (40 bits); 0 = never committed
+ *   8   u32 bound_slot   lock slot + 1 of the key that fences it; 0 = unbound
+ *   12  u32 last_rejected_pid
+ *   16  u64 commits, 24 rejections, 32 last_rejected_token,
+ *   40  u64 last_rejected_accepted, 48 u32 last_rejected_op, 52 reserved
+ *   104 key: as in the lock slot
+ *
+ * BUFFER HEADER (64 bytes, then record_size bytes rounded up to 8)
+ *   0   u64 state   kind (2 bits) << 62 | owner client index << 40 | generation
+ *   8   u64 token, 16 u64 version, 24 u32 record, 28 u32 len, 32 u32 writer_pid
+ */
+#ifndef FL_FORMAT_H
+#define FL_FORMAT_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FL__MAGIC "FENCELK"
+#define FL__FORMAT_VERSION 1u
+#define FL__BYTE_ORDER_MARK 0x01020304u
+#define FL__HEADER_SIZE 4096u
+#define FL__SLOT_SIZE 256u
+#define FL__RECORD_SIZE 256u
+#define FL__CLIENT_SIZE 64u
+#define FL__BUFFER_HDR_SIZE 64u
+#define FL__KEY_BYTES 128u
+
+/* Limits the layout can express. */
+#define FL__MAX_LOCKS (1u << 24)
+#define FL__MAX_RECORDS (1u << 22)
+#define FL__MAX_BUFFERS ((1u << 23) - 2) /* buffer + 1 fits the 24-bit field of `cur` */
+#define FL__MAX_CLIENTS 65535u           /* the owner field of a lease is 16 bits */
+#define FL__MIN_RECORD_SIZE 8u
+#define FL__MAX_RECORD_SIZE (64u * 1024u)
+
+/* ---- lock state pair ---- */
+#define FL__HELD 1ull
+#define FL__TOKEN_SHIFT 1
+#define FL__DEADLINE_BITS 48
+#define FL__DEADLINE_MASK ((1ull << FL__DEADLINE_BITS) - 1)
+#define FL__OWNER_SHIFT 48
+/* lease word while free: how the last holding ended */
+#define FL__FREED_BY_DEATH (1ull << 63)
+#define FL__FREED_VOID (1ull << 62) /* voided: lease of an earlier boot */
+
+/* ---- buffers ---- */
+#define FL__BUF_FREE 0ull
+#define FL__BUF_STAGING 1ull
+#define FL__BUF_PUBLISHED 2ull
+#define FL__BUF_KIND_SHIFT 62
+#define FL__BUF_OWNER_SHIFT 40
+#define FL__BUF_OWNER_MASK 0xffffull
+#define FL__BUF_GEN_BITS 40
+#define FL__BUF_GEN_MASK ((1ull << FL__BUF_GEN_BITS) - 1)
+
+/* ---- clients ---- */
+#define FL__CLIENT_FREE 0u
+#define FL__CLIENT_ATTACHED 1u /* connected to the running supervisor */
+#define FL__CLIENT_ADOPTED 2u  /* from before a supervisor restart; watched by pid */
+
+struct fl__key {
+    uint32_t hash;
+    uint32_t len;
+    char bytes[FL__KEY_BYTES];
+};
+
+/* The 16-byte lock state: both words change together, by cmpxchg16b. */
+struct fl__pair {
+    alignas(16) _Atomic uint64_t state;
+    _Atomic uint64_t lease;
+};
+
+enum fl__lock_counter {
+    FL__C_ACQUISITIONS,
+    FL__C_CONTENDED,
+    FL__C_EXPIRIES_TAKEN,
+    FL__C_DEATHS,
+    FL__C_RENEWALS,
+    FL__C_RENEW_FAILED,
+    FL__C_RELEASES,
+    FL__C_RESERVED,
+    FL__C_COUNT
+};
+
+struct fl__slot {
+    struct fl__pair pair;
+    _Atomic uint32_t wake_seq;
+    _Atomic uint32_t waiters;
+    _Atomic uint32_t holder_pid;
+    uint32_t reserved0;
+    _Atomic uint64_t holder_client_id;
+    _Atomic uint64_t counters[FL__C_COUNT];
+    struct fl__key key;
+    char pad[FL__SLOT_SIZE - 104 - sizeof(struct fl__key)];
+};
+
+struct fl__client {
+    _Atomic uint32_t state;
+    _Atomic uint32_t pid;
+    _Atomic uint32_t uid;
+    uint32_t reserved0;
+    _Atomic uint64_t client_id;
+    _Atomic uint64_t start_time;
+    char pad[FL__CLIENT_SIZE - 32];
+};
+
+struct fl__record {
+    _Atomic uint64_t cur;
+    _Atomic uint32_t bound_slot;
+    _Atomic uint32_t last_rejected_pid;
+    _Atomic uint64_t commits;
+    _Atomic uint64_t rejections;
+    _Atomic uint64_t last_rejected_token;
+    _Atomic uint64_t last_rejected_accepted;
+    _Atomic uint32_t last_rejected_op;
+    uint32_t reserved0;
+    char reserved1[104 - 56];
+    struct fl__key key;
+    char pad[FL__RECORD_SIZE - 104 - sizeof(struct fl__key)];
+};
+
+struct fl__buffer {
+    _Atomic uint64_t state;
+    _Atomic uint64_t token;
+    _Atomic uint64_t version;
+    _Atomic uint32_t record;
+    _Atomic uint32_t len;
+    _Atomic uint32_t writer_pid;
+    char pad[FL__BUFFER_HDR_SIZE - 36];
+    _Atomic uint64_t data[]; /* record_size rounded up to 8 bytes */
+};
+
+struct fl__header {
+    /* immutable, checksummed */
+    char magic[8];
+    uint32_t format_version;
+    uint32_t header_size;
+    uint32_t byte_order;
+    uint32_t layout_sig;
+    uint32_t lock_capacity;
+    uint32_t lock_index_cap;
+    uint32_t record_capacity;
+    uint32_t record_index_cap;
+    uint32_t record_size;
+    uint32_t buffer_count;
+    uint32_t client_capacity;
+    uint32_t reserved0;
+    uint64_t clients_off;
+    uint64_t slots_off;
+    uint64_t lock_index_off;
+    uint64_t records_off;
+    uint64_t record_index_off;
+    uint64_t buffers_off;
+    uint64_t buffer_stride;
+    uint64_t file_size;
+    uint64_t created_unix_ns;
+    uint64_t checksum;
+    char reserved1[192 - 136];
+    /* mutable */
+    _Atomic uint32_t next_lock;
+    _Atomic uint32_t next_record;
+    _Atomic uint64_t token_floor;
+    _Atomic uint64_t next_client_id;
+    _Atomic uint32_t supervisor_pid;
+    _Atomic uint32_t buffer_hint;
+    char boot_id[40];
+    char pad[FL__HEADER_SIZE - 264];
+};
+
+#define FL__CHECKSUMMED_BYTES 128u
+
+_Static_assert(sizeof(struct fl__key) == 136, "key layout");
+_Static_assert(offsetof(struct fl__slot, wake_seq) == 16, "slot layout");
+_Static_assert(offsetof(struct fl__slot, holder_pid) == 24, "slot layout");
+_Static_assert(offsetof(struct fl__slot, holder_client_id) == 32, "slot layout");
+_Static_assert(offsetof(struct fl__slot, counters) == 40, "slot layout");
+_Static_assert(offsetof(struct fl__slot, key) == 104, "slot layout");
+_Static_assert(sizeof(struct fl__slot) == FL__SLOT_SIZE, "slot size");
+_Static_assert(sizeof(struct fl__client) == FL__CLIENT_SIZE, "client size");
+_Static_assert(offsetof(struct fl__record, bound_slot) == 8, "record layout");
+_Static_assert(offsetof(struct fl__record, last_rejected_op) == 48, "record layout");
+_Static_assert(offsetof(struct fl__record, key) == 104, "record layout");
+_Static_assert(sizeof(struct fl__record) == FL__RECORD_SIZE, "record size");
+_Static_assert(offsetof(struct fl__buffer, len) == 28, "buffer layout");
+_Static_assert(offsetof(struct fl__buffer, data) == FL__BUFFER_HDR_SIZE, "buffer layout");
+_Static_assert(offsetof(struct fl__header, checksum) == 128, "header layout");
+_Static_assert(offsetof(struct fl__header, next_lock) == 192, "header layout");
+_Static_assert(offsetof(struct fl__header, token_floor) == 200, "header layout");
+_Static_assert(offsetof(struct fl__header, boot_id) == 224, "header layout");
+_Static_assert(sizeof(struct fl__header) == FL__HEADER_SIZE, "header size");
+_Static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4,
+               "atomics must be plain words to be shared between processes");
+
+/* The sizes the layout depends on, folded into one word. */
+#define FL__LAYOUT_SIG                                                                   \
+    ((uint32_t)(FL__HEADER_SIZE ^ (FL__SLOT_SIZE << 8) ^ (FL__RECORD_SIZE << 12) ^       \
+                (FL__CLIENT_SIZE << 20) ^ (FL__BUFFER_HDR_SIZE << 24) ^ (FL__KEY_BYTES << 4)))
+
+#endif /* FL_FORMAT_H */

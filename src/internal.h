@@ -1,0 +1,174 @@
+/*
+ * internal.h - what the library's files share: the process-local region
+ * handle and the internal (fl__) functions.  Not installed.
+ */
+#ifndef FL_INTERNAL_H
+#define FL_INTERNAL_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "fencelock.h"
+#include "format.h"
+
+/* Monotonic time in nanoseconds.  All lease arithmetic goes through the
+ * handle's clock so tests can substitute a controllable one; the library
+ * never reads the wall clock for leases (I11). */
+typedef uint64_t (*fl__clock_fn)(void *ctx);
+
+struct fl_region {
+    char *base;           /* the mapping */
+    size_t size;          /* bytes mapped == header file_size */
+    int fd;               /* region file, kept open for the life of the handle */
+    int sock;             /* registration socket, -1 when unregistered */
+    bool readonly;
+    uint32_t client;      /* client table index, 0 when unregistered */
+    uint64_t client_id;
+    uint32_t pid;         /* this process, cached at open */
+    fl__clock_fn clock;
+    void *clock_ctx;
+    char path[4096];
+
+    /* Cached views of the validated header (never re-read from shared memory). */
+    struct fl__header *hdr;
+    uint32_t lock_capacity, lock_index_mask;
+    uint32_t record_capacity, record_index_mask;
+    uint32_t record_size, buffer_count, client_capacity;
+    uint64_t buffer_stride;
+    struct fl__client *clients;
+    struct fl__slot *slots;
+    _Atomic uint32_t *lock_index;
+    struct fl__record *records;
+    _Atomic uint32_t *record_index;
+    char *buffers;
+
+    /* A slot or record this process allocated but lost the race to publish;
+     * reused by its next key creation instead of leaking (keys.c). 0 = none,
+     * else index + 1. */
+    _Atomic uint32_t spare_slot, spare_record;
+    /* A staging buffer kept for the next commit (record.c): index + 1. */
+    _Atomic uint32_t spare_buffer;
+};
+
+/* ---- error.c ---- */
+/* Record a detailed message for fl_last_error() and return err (negative). */
+int fl__fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void fl__clear_error(void);
+
+/* ---- clock.c ---- */
+uint64_t fl__monotonic_ns(void *ctx);
+static inline uint64_t fl__now(const fl_region *r) { return r->clock(r->clock_ctx); }
+/* Read this boot's id (36 characters and NUL) into buf[40]; 0 or -errno. */
+int fl__read_boot_id(char buf[40]);
+/* The start time of process pid (field 22 of /proc/PID/stat); 0 if unknown. */
+uint64_t fl__process_start_time(pid_t pid);
+
+/* ---- region.c ---- */
+struct fl__params {
+    uint32_t locks, records, record_size, clients, spare_buffers;
+};
+#define FL__DEFAULT_LOCKS 4096u
+#define FL__DEFAULT_RECORDS 1024u
+#define FL__DEFAULT_RECORD_SIZE 1024u
+#define FL__DEFAULT_CLIENTS 1024u
+#define FL__DEFAULT_SPARE_BUFFERS 64u
+
+/* Create a region file at path with params, atomically (a complete file
+ * appears under the name, or nothing).  -EEXIST if one is there already. */
+int fl__region_create(const char *path, const struct fl__params *p);
+/* Map and validate; readonly maps PROT_READ.  Does not register. */
+int fl__region_map(const char *path, bool readonly, fl_region **out);
+void fl__region_unmap(fl_region *r);
+int fl__region_resolve_path(const char *path, char *buf, size_t cap);
+/* The parameters a mapped region was created with. */
+void fl__region_params(const fl_region *r, struct fl__params *p);
+uint64_t fl__checksum(const void *p, size_t n);
+/* Test hook: substitute the handle's clock. */
+void fl__region_set_clock(fl_region *r, fl__clock_fn fn, void *ctx);
+
+/* ---- keys.c ---- */
+struct fl__keytab {
+    char *entries;                /* first entry */
+    size_t stride;                /* bytes per entry */
+    size_t key_offset;            /* offset of struct fl__key inside an entry */
+    uint32_t capacity;
+    _Atomic uint32_t *index;      /* buckets: entry + 1, 0 = empty */
+    uint32_t index_mask;
+    _Atomic uint32_t *next;       /* entries handed out */
+    _Atomic uint32_t *spare;      /* process-local spare entry (index + 1) */
+};
+void fl__keytab_locks(fl_region *r, struct fl__keytab *t);
+void fl__keytab_records(fl_region *r, struct fl__keytab *t);
+/* Validate a key argument; returns its length or a negative error. */
+int fl__key_check(const char *key);
+/* Find key: 0 and *idx, -ENOENT, or -EPROTO for a corrupt index. */
+int fl__key_find(const struct fl__keytab *t, const char *key, size_t len, uint32_t *idx);
+/* Find key or create it: 0 and *idx, -ENOSPC, -EPROTO. */
+int fl__key_find_or_create(const struct fl__keytab *t, const char *key, size_t len,
+                           uint32_t *idx);
+/* Copy entry idx's key (NUL-terminated, clamped) into out[FL_KEY_MAX + 1] and
+ * tell whether it is published in the index: 0, or -ENOENT. */
+int fl__key_published(const struct fl__keytab *t, uint32_t idx, char out[FL_KEY_MAX + 1]);
+/* Entries handed out so far, clamped to capacity (shared memory is untrusted). */
+uint32_t fl__keytab_used(const struct fl__keytab *t);
+
+/* ---- slot.c ---- */
+static inline struct fl__slot *fl__slot_at(const fl_region *r, uint32_t i) { return &r->slots[i]; }
+/* Called for each lock the supervisor frees: slot index and its token. */
+typedef void (*fl__freed_fn)(void *ctx, uint32_t slot, uint64_t token);
+/* Free every lock held by client index `client` (it died or closed). Returns
+ * how many were freed.  Supervisor only. */
+uint32_t fl__slots_reap_client(fl_region *r, uint32_t client, fl__freed_fn fn, void *ctx);
+/* Void every held lease (a new boot).  Supervisor only, before clients open. */
+uint32_t fl__slots_void_all(fl_region *r, fl__freed_fn fn, void *ctx);
+/* The newest token slot i has handed out. */
+uint64_t fl__slot_token(const fl_region *r, uint32_t i);
+
+/* ---- wait.c ---- */
+/* Sleep while *word == expected, until the absolute CLOCK_MONOTONIC time
+ * deadline_ns (0: no deadline).  Returns 0 when woken or when the value had
+ * changed, -ETIMEDOUT, or -EINTR. */
+int fl__futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns);
+void fl__futex_wake_all(_Atomic uint32_t *word);
+
+/* ---- client.c ---- */
+/* Register with the supervisor listening beside the region. 0; -ECONNREFUSED /
+ * -ENOENT when none listens (the caller opens unregistered); -ENXIO; -EUSERS. */
+int fl__client_register(fl_region *r);
+/* Socket path of a region: path + ".sock". */
+int fl__socket_path(const char *region_path, char *buf, size_t cap);
+
+/* Registration protocol (fixed-size messages on a SOCK_SEQPACKET socket). */
+#define FL__HELLO_MAGIC 0x31434c46u /* "FLC1" */
+#define FL__REPLY_MAGIC 0x31534c46u /* "FLS1" */
+#define FL__PROTO_VERSION 1u
+struct fl__hello {
+    uint32_t magic;
+    uint32_t version;
+    uint32_t pid;      /* informational: the client's own view of its pid */
+    uint32_t reserved;
+};
+struct fl__reply {
+    uint32_t magic;
+    int32_t status;    /* 0 or -errno */
+    uint32_t client;   /* client table index */
+    uint32_t reserved;
+    uint64_t client_id;
+    uint64_t dev, ino; /* the region file the supervisor serves */
+};
+
+/* ---- record.c ---- */
+/* Release staging buffers of a dead client and publish those its commit had
+ * made current.  Supervisor only.  Returns how many it touched. */
+uint32_t fl__buffers_reap_client(fl_region *r, uint32_t client);
+/* Give this handle's spare staging buffer back (fl_close). */
+void fl__buffers_drop_spare(fl_region *r);
+static inline struct fl__buffer *fl__buffer_at(const fl_region *r, uint32_t i)
+{
+    return (struct fl__buffer *)(void *)(r->buffers + (size_t)i * r->buffer_stride);
+}
+
+#endif /* FL_INTERNAL_H */

@@ -1,0 +1,221 @@
+/*
+ * keys.c - the key index: names to lock slots (and record names to records).
+ *
+ * DESIGN: an open-addressing hash table of 32-bit buckets (entry + 1, 0 =
+ * empty) beside an array of entries, each entry carrying its own key bytes.
+ * Entries are handed out by one counter and never freed; buckets go from
+ * empty to full once and never change again.
+ *
+ * Creating a key:
+ *   1. take an unused entry (bump `next`, bounded by capacity: -ENOSPC);
+ *   2. write the key bytes and hash into it (nobody else can see it yet);
+ *   3. walk the key's probe sequence: at the first empty bucket, CAS it from
+ *      0 to our entry (release: publishes step 2).
+ *   If a bucket on the way holds the same key, somebody created it first:
+ *   use theirs and keep our entry as this process's spare for next time.
+ *
+ * Why no lock is needed, and what a pause does (I4):
+ * - All creators of one key walk the same probe sequence, and a bucket once
+ *   filled never changes, so the first CAS into that sequence wins and every
+ *   other creator meets the winner's entry before any empty bucket: a key can
+ *   never get two entries (two token sequences for one key would break I1).
+ * - A creator stopped forever after step 1 or 2 holds one invisible entry: it
+ *   costs one unit of capacity and blocks nobody.  Stopped after step 3, its
+ *   key is complete and usable by everybody.
+ * - Lookups never wait: they read buckets and immutable entry keys only.
+ * Shared memory is untrusted: bucket values are bounds-checked against the
+ * entries handed out, key lengths are clamped, probes are bounded.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+static uint32_t fl__hash(const char *key, size_t len)
+{
+    uint64_t h = fl__checksum(key, len);
+    h ^= h >> 33; /* fold and mix: the low bits pick the bucket */
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return (uint32_t)h;
+}
+
+static struct fl__key *fl__entry_key(const struct fl__keytab *t, uint32_t idx)
+{
+    return (struct fl__key *)(void *)(t->entries + (size_t)idx * t->stride + t->key_offset);
+}
+
+void fl__keytab_locks(fl_region *r, struct fl__keytab *t)
+{
+    t->entries = (char *)r->slots;
+    t->stride = sizeof(struct fl__slot);
+    t->key_offset = offsetof(struct fl__slot, key);
+    t->capacity = r->lock_capacity;
+    t->index = r->lock_index;
+    t->index_mask = r->lock_index_mask;
+    t->next = &r->hdr->next_lock;
+    t->spare = &r->spare_slot;
+}
+
+void fl__keytab_records(fl_region *r, struct fl__keytab *t)
+{
+    t->entries = (char *)r->records;
+    t->stride = sizeof(struct fl__record);
+    t->key_offset = offsetof(struct fl__record, key);
+    t->capacity = r->record_capacity;
+    t->index = r->record_index;
+    t->index_mask = r->record_index_mask;
+    t->next = &r->hdr->next_record;
+    t->spare = &r->spare_record;
+}
+
+int fl__key_check(const char *key)
+{
+    if (!key)
+        return fl__fail(-EINVAL, "key is NULL");
+    size_t len = strnlen(key, FL_KEY_MAX + 1);
+    if (len == 0)
+        return fl__fail(-EINVAL, "key is empty (keys are 1..%d bytes)", FL_KEY_MAX);
+    if (len > FL_KEY_MAX)
+        return fl__fail(-EINVAL, "key is longer than %d bytes", FL_KEY_MAX);
+    return (int)len;
+}
+
+uint32_t fl__keytab_used(const struct fl__keytab *t)
+{
+    /* relaxed: a count for bounds, not a publication; entries are published
+     * through the index buckets (acquire) */
+    uint32_t n = atomic_load_explicit(t->next, memory_order_relaxed);
+    return n < t->capacity ? n : t->capacity;
+}
+
+static bool fl__key_equal(const struct fl__key *k, const char *key, size_t len, uint32_t hash)
+{
+    /* The entry was published with release; our acquire load of the bucket
+     * makes its bytes visible.  Plain reads: they never change after that. */
+    return k->hash == hash && k->len == len && memcmp(k->bytes, key, len) == 0;
+}
+
+/* Walk key's probe sequence. Returns 0 with *idx when found; -ENOENT with
+ * *empty_at = first empty bucket; -EPROTO on corruption. */
+static int fl__probe(const struct fl__keytab *t, const char *key, size_t len, uint32_t hash,
+                     uint32_t *idx, uint32_t *empty_at)
+{
+    uint32_t used = fl__keytab_used(t);
+    uint32_t b = hash & t->index_mask;
+    for (uint32_t n = 0; n <= t->index_mask; n++, b = (b + 1) & t->index_mask) {
+        /* acquire: pairs with the creator's release CAS, so the entry's key
+         * bytes written before publication are visible */
+        uint32_t v = atomic_load_explicit(&t->index[b], memory_order_acquire);
+        if (v == 0) {
+            *empty_at = b;
+            return -ENOENT;
+        }
+        if (v > t->capacity)
+            return fl__fail(-EPROTO, "key index bucket %u refers to entry %u of %u", b, v,
+                            t->capacity);
+        if (v > used) {
+            /* Published entries were handed out first; re-read the counter
+             * once in case it raced ahead of our first read. */
+            used = fl__keytab_used(t);
+            if (v > used)
+                return fl__fail(-EPROTO, "key index bucket %u refers to unallocated entry %u",
+                                b, v);
+        }
+        if (fl__key_equal(fl__entry_key(t, v - 1), key, len, hash)) {
+            *idx = v - 1;
+            return 0;
+        }
+    }
+    return fl__fail(-EPROTO, "key index has no empty bucket (corrupt)");
+}
+
+int fl__key_find(const struct fl__keytab *t, const char *key, size_t len, uint32_t *idx)
+{
+    uint32_t empty;
+    return fl__probe(t, key, len, fl__hash(key, len), idx, &empty);
+}
+
+static int fl__entry_take(const struct fl__keytab *t, uint32_t *idx)
+{
+    uint32_t spare = atomic_exchange_explicit(t->spare, 0, memory_order_relaxed);
+    if (spare) { /* process-local: relaxed is enough */
+        *idx = spare - 1;
+        return 0;
+    }
+    /* relaxed: the counter only hands out indexes; the entry's contents are
+     * published later through the bucket CAS */
+    uint32_t n = atomic_load_explicit(t->next, memory_order_relaxed);
+    do {
+        if (n >= t->capacity)
+            return -ENOSPC;
+    } while (!atomic_compare_exchange_weak_explicit(t->next, &n, n + 1, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    *idx = n;
+    return 0;
+}
+
+static void fl__entry_keep_spare(const struct fl__keytab *t, uint32_t idx)
+{
+    uint32_t old = atomic_exchange_explicit(t->spare, idx + 1, memory_order_relaxed);
+    (void)old; /* a second spare (two threads racing) is leaked: one entry, rare */
+}
+
+int fl__key_find_or_create(const struct fl__keytab *t, const char *key, size_t len,
+                           uint32_t *idx)
+{
+    uint32_t hash = fl__hash(key, len), empty;
+    int err = fl__probe(t, key, len, hash, idx, &empty);
+    if (err != -ENOENT)
+        return err;
+    uint32_t mine;
+    err = fl__entry_take(t, &mine);
+    if (err == -ENOSPC) {
+        /* It may have been created meanwhile; only then is "full" wrong. */
+        if (fl__probe(t, key, len, hash, idx, &empty) == 0)
+            return 0;
+        return fl__fail(-ENOSPC, "table full: all %u entries are in use", t->capacity);
+    }
+    struct fl__key *k = fl__entry_key(t, mine);
+    memset(k->bytes, 0, sizeof k->bytes);
+    memcpy(k->bytes, key, len);
+    k->len = (uint32_t)len;
+    k->hash = hash;
+    uint32_t b = empty;
+    for (uint32_t n = 0; n <= t->index_mask; n++, b = (b + 1) & t->index_mask) {
+        uint32_t v = 0;
+        /* release: publishes the key bytes written above; acquire on failure:
+         * we read the winner's entry next */
+        if (atomic_compare_exchange_strong_explicit(&t->index[b], &v, mine + 1,
+                                                    memory_order_acq_rel,
+                                                    memory_order_acquire)) {
+            *idx = mine;
+            return 0;
+        }
+        if (v > t->capacity)
+            return fl__fail(-EPROTO, "key index bucket %u refers to entry %u", b, v);
+        if (fl__key_equal(fl__entry_key(t, v - 1), key, len, hash)) {
+            fl__entry_keep_spare(t, mine); /* lost the race to create it */
+            *idx = v - 1;
+            return 0;
+        }
+    }
+    return fl__fail(-EPROTO, "key index has no empty bucket (corrupt)");
+}
+
+int fl__key_published(const struct fl__keytab *t, uint32_t idx, char out[FL_KEY_MAX + 1])
+{
+    const struct fl__key *k = fl__entry_key(t, idx);
+    uint32_t len = k->len;
+    if (len == 0 || len > FL_KEY_MAX)
+        return -ENOENT;
+    char key[FL_KEY_MAX + 1];
+    memcpy(key, k->bytes, len);
+    key[len] = '\0';
+    if (strlen(key) != len)
+        return -ENOENT; /* a NUL inside: corrupt or half-written */
+    uint32_t found;
+    if (fl__key_find(t, key, len, &found) != 0 || found != idx)
+        return -ENOENT; /* never published, or abandoned after a lost race */
+    memcpy(out, key, len + 1);
+    return 0;
+}

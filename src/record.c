@@ -1,0 +1,520 @@
+/*
+ * record.c - fenced records: commits that a stale holder cannot corrupt,
+ * even when it is paused in the middle of one.
+ *
+ * THE PROTOCOL
+ *
+ * A record's value lives in a buffer of the shared pool; the record holds
+ * one 64-bit reference to its current buffer:
+ *
+ *     cur = (buffer + 1) << 40 | generation        (0: never committed)
+ *
+ * Every buffer has a state word (kind, owner client, generation):
+ *
+ *     FREE(g)             nobody uses it
+ *     STAGING(owner, g)   owner is writing a value into it; only owner writes
+ *     PUBLISHED(g)        it was made current by a commit; its header and
+ *                         bytes never change while its state stays so
+ *
+ * A commit with token T on record R:
+ *   1. claims a buffer: CAS FREE(g) -> STAGING(me, g+1), or recycles garbage
+ *      (below) the same way; writes T, the length and the bytes into it;
+ *   2. reads cur, then the token F and version V of the buffer cur names,
+ *      then cur again: an unchanged cur proves F and V were read from the
+ *      current value (cur never takes the same value twice: generations
+ *      grow);
+ *   3. if T < F (or T == F with FL_COMMIT_STRICT): rejects, -ESTALE;
+ *   4. CAS cur from what it read to (my buffer, g+1).  Success means cur did
+ *      not change since step 2, so F was still the greatest accepted token
+ *      when the new value took effect: the comparison and the publication
+ *      are one atomic step (I2).  On failure it goes back to step 2;
+ *   5. marks its buffer PUBLISHED(g+1).
+ *
+ * Garbage: a PUBLISHED(g) buffer that its record's cur no longer names was
+ * replaced; cur never names it again, so any committer may claim it.  The
+ * committer that replaced a buffer tries to claim it at once, as its spare
+ * for the next commit, so the pool is rarely scanned.
+ *
+ * Readers (also on read-only mappings: no atomic write on the read path)
+ * load cur, copy the named buffer with relaxed 8-byte loads, and load cur
+ * again; an unchanged cur proves the buffer was current, so not claimable,
+ * for the whole copy (I3).  Otherwise they retry.  The release fence a
+ * claimer issues before writing into a recycled buffer makes a reader that
+ * saw any of those bytes also see the cur that replaced it.
+ *
+ * WHAT A PAUSE OR A DEATH DOES (I2, I3, I4)
+ * - Stopped anywhere in steps 1-3, then resumed after a newer commit: its
+ *   CAS in step 4 fails (cur changed) and it re-reads F: rejected.  Its bytes
+ *   were only ever in its own STAGING buffer, which no reader follows.
+ * - Stopped forever anywhere: it holds one STAGING buffer, nothing else.
+ *   Writers and readers of the record never wait for it (there is no lock);
+ *   the pool has spare buffers for such holdouts (fencelockd --spare-buffers).
+ * - Stopped between steps 4 and 5: its buffer is current but still STAGING;
+ *   nobody recycles a STAGING buffer, so the value stays readable.
+ * - Killed anywhere: fencelockd reaps its STAGING buffers: the one cur names
+ *   becomes PUBLISHED, the others FREE (fl__buffers_reap_client).  Buffers of
+ *   unregistered clients (no supervisor when they opened) cannot be told
+ *   apart from live ones and are never reaped: one buffer leaks per such
+ *   death mid-commit.
+ *
+ * BINDING (I8): the first commit to a record binds it, with one CAS, to the
+ * lock slot of its lease; a lease of any other slot gets -EXDEV.  A lease
+ * whose token its slot never issued is refused (-EINVAL), so a corrupt or
+ * forged lease cannot poison a record with a huge token.
+ */
+#include <string.h>
+#include <sys/types.h>
+
+#include "internal.h"
+
+#define FL__REF_SHIFT 40
+#define FL__OP_COMMIT 1u
+#define FL__OP_STRICT_COMMIT 2u
+
+static inline uint64_t fl__ref(uint32_t buf, uint64_t gen)
+{
+    return ((uint64_t)buf + 1) << FL__REF_SHIFT | gen;
+}
+static inline uint64_t fl__buf_state(uint64_t kind, uint32_t owner, uint64_t gen)
+{
+    return kind << FL__BUF_KIND_SHIFT | (uint64_t)owner << FL__BUF_OWNER_SHIFT | gen;
+}
+static inline uint64_t fl__state_kind(uint64_t st) { return st >> FL__BUF_KIND_SHIFT; }
+static inline uint32_t fl__state_owner(uint64_t st)
+{
+    return (uint32_t)((st >> FL__BUF_OWNER_SHIFT) & FL__BUF_OWNER_MASK);
+}
+static inline uint64_t fl__state_gen(uint64_t st) { return st & FL__BUF_GEN_MASK; }
+
+/* Decode cur into buffer index and generation; false if out of range. */
+static bool fl__ref_decode(const fl_region *r, uint64_t cur, uint32_t *buf, uint64_t *gen)
+{
+    uint64_t b = cur >> FL__REF_SHIFT;
+    if (b == 0 || b > r->buffer_count)
+        return false;
+    *buf = (uint32_t)(b - 1);
+    *gen = cur & FL__BUF_GEN_MASK;
+    return true;
+}
+
+/* Try to claim buffer i seen in state st for this handle.  Recycles FREE
+ * buffers and PUBLISHED ones their record no longer names. */
+static bool fl__buffer_claim(fl_region *r, uint32_t i, uint64_t st)
+{
+    struct fl__buffer *b = fl__buffer_at(r, i);
+    uint64_t gen = fl__state_gen(st);
+    if (gen == FL__BUF_GEN_MASK)
+        return false; /* generation space spent: retired for good, never reused (no ABA) */
+    switch (fl__state_kind(st)) {
+    case FL__BUF_FREE:
+        break;
+    case FL__BUF_PUBLISHED: {
+        /* relaxed: the record field is immutable while the state is PUBLISHED(gen),
+         * which the CAS below re-checks */
+        uint32_t rec = atomic_load_explicit(&b->record, memory_order_relaxed);
+        /* acquire: a cur that still names us must be seen as such */
+        if (rec < r->record_capacity &&
+            atomic_load_explicit(&r->records[rec].cur, memory_order_acquire) == fl__ref(i, gen))
+            return false; /* the current value of its record */
+        break;
+    }
+    default:
+        return false; /* STAGING: somebody's commit in flight */
+    }
+    uint64_t mine = fl__buf_state(FL__BUF_STAGING, r->client, gen + 1);
+    if (!atomic_compare_exchange_strong_explicit(&b->state, &st, mine, memory_order_acquire,
+                                                 memory_order_relaxed))
+        return false;
+    /* release: orders everything before (our reads of cur proving the buffer
+     * garbage) before the bytes we are about to write, for readers that still
+     * copy the old value (see the protocol above) */
+    atomic_thread_fence(memory_order_release);
+    return true;
+}
+
+/* A STAGING buffer of ours, or -ENOSPC. */
+static int fl__buffer_get(fl_region *r, uint32_t *out)
+{
+    uint32_t spare = atomic_exchange_explicit(&r->spare_buffer, 0, memory_order_relaxed);
+    if (spare) { /* process-local hand-off between our own threads */
+        *out = spare - 1;
+        return 0;
+    }
+    /* relaxed: a hint where to start scanning, nothing more */
+    uint32_t start = atomic_load_explicit(&r->hdr->buffer_hint, memory_order_relaxed);
+    for (uint32_t n = 0; n < r->buffer_count; n++) {
+        uint32_t i = (uint32_t)(((uint64_t)start + n) % r->buffer_count);
+        struct fl__buffer *b = fl__buffer_at(r, i);
+        uint64_t st = atomic_load_explicit(&b->state, memory_order_relaxed);
+        if (fl__buffer_claim(r, i, st)) {
+            atomic_store_explicit(&r->hdr->buffer_hint, i + 1, memory_order_relaxed);
+            *out = i;
+            return 0;
+        }
+    }
+    return -ENOSPC;
+}
+
+/* Give a STAGING buffer of ours back: keep it as the spare, or free it. */
+static void fl__buffer_put(fl_region *r, uint32_t i)
+{
+    uint32_t old = atomic_exchange_explicit(&r->spare_buffer, i + 1, memory_order_relaxed);
+    if (old) {
+        struct fl__buffer *b = fl__buffer_at(r, old - 1);
+        uint64_t st = atomic_load_explicit(&b->state, memory_order_relaxed);
+        /* release: our writes into it happen before anyone's claim */
+        atomic_store_explicit(&b->state, fl__buf_state(FL__BUF_FREE, 0, fl__state_gen(st)),
+                              memory_order_release);
+    }
+}
+
+static void fl__buffer_fill(fl_region *r, uint32_t i, uint32_t record, uint64_t token,
+                            const void *data, size_t len)
+{
+    struct fl__buffer *b = fl__buffer_at(r, i);
+    /* relaxed: published by the release CAS on cur */
+    atomic_store_explicit(&b->record, record, memory_order_relaxed);
+    atomic_store_explicit(&b->token, token, memory_order_relaxed);
+    atomic_store_explicit(&b->len, (uint32_t)len, memory_order_relaxed);
+    atomic_store_explicit(&b->writer_pid, r->pid, memory_order_relaxed);
+    const unsigned char *src = data;
+    size_t words = (len + 7) / 8;
+    for (size_t w = 0; w < words; w++) {
+        uint64_t v = 0;
+        size_t n = len - w * 8 < 8 ? len - w * 8 : 8;
+        memcpy(&v, src + w * 8, n);
+        atomic_store_explicit(&b->data[w], v, memory_order_relaxed);
+    }
+}
+
+/* Step 2: the greatest accepted token and version, from a validated
+ * snapshot.  0 with *cur_out; -EPROTO on a corrupt reference. */
+static int fl__record_current(fl_region *r, struct fl__record *rec, uint64_t *cur_out,
+                              uint64_t *token, uint64_t *version)
+{
+    for (;;) {
+        /* acquire: pairs with the committer's release CAS: its buffer's header is visible */
+        uint64_t cur = atomic_load_explicit(&rec->cur, memory_order_acquire);
+        if (cur == 0) {
+            *cur_out = 0;
+            *token = 0;
+            *version = 0;
+            return 0;
+        }
+        uint32_t bi;
+        uint64_t gen;
+        if (!fl__ref_decode(r, cur, &bi, &gen))
+            return fl__fail(-EPROTO, "region %s: record refers to buffer %llu of %u", r->path,
+                            (unsigned long long)(cur >> FL__REF_SHIFT), r->buffer_count);
+        struct fl__buffer *b = fl__buffer_at(r, bi);
+        uint64_t t = atomic_load_explicit(&b->token, memory_order_relaxed);
+        uint64_t v = atomic_load_explicit(&b->version, memory_order_relaxed);
+        /* acquire fence: the loads above complete before cur is re-read */
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&rec->cur, memory_order_relaxed) == cur) {
+            *cur_out = cur;
+            *token = t;
+            *version = v;
+            return 0;
+        }
+    }
+}
+
+static int fl__commit_args(fl_region *r, const fl_lease *lease, const void *data, size_t len,
+                           unsigned flags)
+{
+    if (!r || !lease)
+        return fl__fail(-EINVAL, "fl_commit: NULL argument");
+    if (r->readonly)
+        return fl__fail(-EINVAL, "fl_commit: read-only region handle");
+    if (!data && len > 0)
+        return fl__fail(-EINVAL, "fl_commit: data is NULL");
+    if (flags & ~FL_COMMIT_STRICT)
+        return fl__fail(-EINVAL, "fl_commit: unknown flags %#x", flags);
+    if (len > r->record_size)
+        return fl__fail(-EMSGSIZE, "fl_commit: %zu bytes exceed the record size %u", len,
+                        r->record_size);
+    struct fl__keytab t;
+    fl__keytab_locks(r, &t);
+    if (lease->slot >= fl__keytab_used(&t))
+        return fl__fail(-EINVAL, "fl_commit: lease names slot %u, which this region never issued",
+                        lease->slot);
+    if (lease->token == 0 || lease->token > fl__slot_token(r, lease->slot))
+        return fl__fail(-EINVAL, "fl_commit: token %llu was never issued by its lock",
+                        (unsigned long long)lease->token);
+    return 0;
+}
+
+/* Bind rec to slot on first use (I8).  0 or -EXDEV. */
+static int fl__record_bind(fl_region *r, struct fl__record *rec, uint32_t slot,
+                           const char *record)
+{
+    uint32_t want = slot + 1, bound = 0;
+    /* acq_rel/acquire: the binding is a plain fact, but keep it ordered
+     * before our commit so no commit is ever seen on an unbound record */
+    if (atomic_compare_exchange_strong_explicit(&rec->bound_slot, &bound, want,
+                                                memory_order_acq_rel, memory_order_acquire) ||
+        bound == want)
+        return 0;
+    char other[FL_KEY_MAX + 1] = "?";
+    struct fl__keytab t;
+    fl__keytab_locks(r, &t);
+    if (bound - 1 < fl__keytab_used(&t))
+        fl__key_published(&t, bound - 1, other);
+    return fl__fail(-EXDEV, "record \"%s\" is fenced by key \"%s\", not by this lease's key",
+                    record, other);
+}
+
+static void fl__note_rejection(struct fl__record *rec, uint64_t token, uint64_t accepted,
+                               uint32_t pid, unsigned flags)
+{
+    /* relaxed: counters and a last-seen sample for the status tool; fields of
+     * one sample may mix under concurrent rejections */
+    atomic_fetch_add_explicit(&rec->rejections, 1, memory_order_relaxed);
+    atomic_store_explicit(&rec->last_rejected_token, token, memory_order_relaxed);
+    atomic_store_explicit(&rec->last_rejected_accepted, accepted, memory_order_relaxed);
+    atomic_store_explicit(&rec->last_rejected_pid, pid, memory_order_relaxed);
+    atomic_store_explicit(&rec->last_rejected_op,
+                          (flags & FL_COMMIT_STRICT) ? FL__OP_STRICT_COMMIT : FL__OP_COMMIT,
+                          memory_order_relaxed);
+}
+
+int fl_commit(fl_region *r, const fl_lease *lease, const char *record, const void *data,
+              size_t len, unsigned flags, uint64_t *accepted)
+{
+    fl__clear_error();
+    int err = fl__commit_args(r, lease, data, len, flags);
+    if (err)
+        return err;
+    int klen = fl__key_check(record);
+    if (klen < 0)
+        return klen;
+    struct fl__keytab t;
+    fl__keytab_records(r, &t);
+    uint32_t ri;
+    err = fl__key_find_or_create(&t, record, (size_t)klen, &ri);
+    if (err == -ENOSPC)
+        return fl__fail(-ENOSPC, "region %s: record table full (%u records); cannot add \"%s\"",
+                        r->path, r->record_capacity, record);
+    if (err)
+        return err;
+    struct fl__record *rec = &r->records[ri];
+    err = fl__record_bind(r, rec, lease->slot, record);
+    if (err)
+        return err;
+
+    uint32_t mine;
+    if (fl__buffer_get(r, &mine) != 0)
+        return fl__fail(-ENOSPC,
+                        "region %s: no free commit buffer (%u buffers: current values plus "
+                        "commits in flight)",
+                        r->path, r->buffer_count);
+    fl__buffer_fill(r, mine, ri, lease->token, data, len);
+    struct fl__buffer *b = fl__buffer_at(r, mine);
+    uint64_t my_gen = fl__state_gen(atomic_load_explicit(&b->state, memory_order_relaxed));
+    uint64_t my_ref = fl__ref(mine, my_gen);
+
+    for (;;) {
+        uint64_t cur, f, v;
+        err = fl__record_current(r, rec, &cur, &f, &v);
+        if (err) {
+            fl__buffer_put(r, mine);
+            return err;
+        }
+        if (lease->token < f || ((flags & FL_COMMIT_STRICT) && lease->token == f)) {
+            fl__buffer_put(r, mine);
+            fl__note_rejection(rec, lease->token, f, r->pid, flags);
+            if (accepted)
+                *accepted = f;
+            return fl__fail(-ESTALE, "commit of token %llu to \"%s\" rejected: it accepted %llu",
+                            (unsigned long long)lease->token, record, (unsigned long long)f);
+        }
+        /* relaxed: published by the CAS below */
+        atomic_store_explicit(&b->version, v + 1, memory_order_relaxed);
+        /* release: our buffer's bytes and header before the reference to it;
+         * acquire on failure is not needed: fl__record_current re-reads */
+        if (atomic_compare_exchange_strong_explicit(&rec->cur, &cur, my_ref,
+                                                    memory_order_release,
+                                                    memory_order_relaxed)) {
+            /* Step 5.  A stop here leaves our buffer STAGING and current:
+             * safe, nobody recycles STAGING buffers (see the protocol). */
+            atomic_store_explicit(&b->state, fl__buf_state(FL__BUF_PUBLISHED, 0, my_gen),
+                                  memory_order_release);
+            atomic_fetch_add_explicit(&rec->commits, 1, memory_order_relaxed);
+            uint32_t old;
+            uint64_t old_gen;
+            if (fl__ref_decode(r, cur, &old, &old_gen)) {
+                struct fl__buffer *ob = fl__buffer_at(r, old);
+                uint64_t st = atomic_load_explicit(&ob->state, memory_order_relaxed);
+                if (st == fl__buf_state(FL__BUF_PUBLISHED, 0, old_gen) &&
+                    fl__buffer_claim(r, old, st))
+                    fl__buffer_put(r, old);
+            }
+            if (accepted)
+                *accepted = lease->token;
+            return 0;
+        }
+    }
+}
+
+int fl_read(fl_region *r, const char *record, void *buf, size_t cap, size_t *len,
+            uint64_t *fence)
+{
+    fl__clear_error();
+    if (!r || !len || !fence || (!buf && cap > 0))
+        return fl__fail(-EINVAL, "fl_read: NULL argument");
+    int klen = fl__key_check(record);
+    if (klen < 0)
+        return klen;
+    struct fl__keytab t;
+    fl__keytab_records(r, &t);
+    uint32_t ri;
+    int err = fl__key_find(&t, record, (size_t)klen, &ri);
+    if (err == -ENOENT)
+        return fl__fail(-ENOENT, "record \"%s\" was never committed", record);
+    if (err)
+        return err;
+    struct fl__record *rec = &r->records[ri];
+    unsigned char *dst = buf;
+    for (;;) {
+        /* acquire: pairs with the committer's release CAS on cur */
+        uint64_t cur = atomic_load_explicit(&rec->cur, memory_order_acquire);
+        if (cur == 0)
+            return fl__fail(-ENOENT, "record \"%s\" was never committed", record);
+        uint32_t bi;
+        uint64_t gen;
+        if (!fl__ref_decode(r, cur, &bi, &gen))
+            return fl__fail(-EPROTO, "region %s: record \"%s\" refers to a buffer out of range",
+                            r->path, record);
+        struct fl__buffer *b = fl__buffer_at(r, bi);
+        /* relaxed loads, validated by the re-read of cur below (seqlock style) */
+        uint32_t n = atomic_load_explicit(&b->len, memory_order_relaxed);
+        uint64_t tok = atomic_load_explicit(&b->token, memory_order_relaxed);
+        bool fits = n <= cap;
+        if (n <= r->record_size && fits) {
+            size_t words = n / 8;
+            for (size_t w = 0; w < words; w++) {
+                uint64_t v = atomic_load_explicit(&b->data[w], memory_order_relaxed);
+                memcpy(dst + w * 8, &v, 8);
+            }
+            if (n % 8) {
+                uint64_t v = atomic_load_explicit(&b->data[words], memory_order_relaxed);
+                memcpy(dst + words * 8, &v, n % 8);
+            }
+        }
+        /* acquire fence: every load above completes before cur is re-read */
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&rec->cur, memory_order_relaxed) != cur)
+            continue; /* replaced while we copied: the copy may be torn */
+        if (n > r->record_size)
+            return fl__fail(-EPROTO, "region %s: record \"%s\" has length %u > record size %u",
+                            r->path, record, n, r->record_size);
+        *len = n;
+        if (!fits)
+            return fl__fail(-ENOBUFS, "record \"%s\" holds %u bytes; buffer has %zu", record, n,
+                            cap);
+        *fence = tok;
+        return 0;
+    }
+}
+
+int fl_commit_u64(fl_region *r, const fl_lease *lease, const char *record, uint64_t value,
+                  unsigned flags, uint64_t *accepted)
+{
+    unsigned char le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (unsigned char)(value >> (8 * i));
+    return fl_commit(r, lease, record, le, sizeof le, flags, accepted);
+}
+
+int fl_read_u64(fl_region *r, const char *record, uint64_t *value, uint64_t *fence)
+{
+    if (!value)
+        return fl__fail(-EINVAL, "fl_read_u64: value is NULL");
+    unsigned char le[8];
+    size_t len = 0;
+    int err = fl_read(r, record, le, sizeof le, &len, fence);
+    if (err == -ENOBUFS || (err == 0 && len != 8))
+        return fl__fail(-EPROTO, "record \"%s\" holds %zu bytes, not a 64-bit pointer", record,
+                        len);
+    if (err)
+        return err;
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)le[i] << (8 * i);
+    *value = v;
+    return 0;
+}
+
+uint32_t fl__buffers_reap_client(fl_region *r, uint32_t client)
+{
+    if (client == 0)
+        return 0; /* unregistered: cannot be told from a live writer (see above) */
+    uint32_t touched = 0;
+    for (uint32_t i = 0; i < r->buffer_count; i++) {
+        struct fl__buffer *b = fl__buffer_at(r, i);
+        uint64_t st = atomic_load_explicit(&b->state, memory_order_acquire);
+        if (fl__state_kind(st) != FL__BUF_STAGING || fl__state_owner(st) != client)
+            continue;
+        /* The owner is dead: this buffer can no longer become current, and
+         * only its owner could have made it so. */
+        uint64_t gen = fl__state_gen(st);
+        uint32_t rec = atomic_load_explicit(&b->record, memory_order_relaxed);
+        bool current = rec < r->record_capacity &&
+                       atomic_load_explicit(&r->records[rec].cur, memory_order_acquire) ==
+                           fl__ref(i, gen);
+        uint64_t to = fl__buf_state(current ? FL__BUF_PUBLISHED : FL__BUF_FREE, 0, gen);
+        if (atomic_compare_exchange_strong_explicit(&b->state, &st, to, memory_order_acq_rel,
+                                                    memory_order_relaxed))
+            touched++;
+    }
+    return touched;
+}
+
+void fl__buffers_drop_spare(fl_region *r)
+{
+    uint32_t spare = atomic_exchange_explicit(&r->spare_buffer, 0, memory_order_relaxed);
+    if (!spare || r->readonly)
+        return;
+    struct fl__buffer *b = fl__buffer_at(r, spare - 1);
+    uint64_t st = atomic_load_explicit(&b->state, memory_order_relaxed);
+    atomic_store_explicit(&b->state, fl__buf_state(FL__BUF_FREE, 0, fl__state_gen(st)),
+                          memory_order_release);
+}
+
+int fl_record_info_get(fl_region *r, uint32_t index, fl_record_info *info)
+{
+    if (!r || !info)
+        return fl__fail(-EINVAL, "fl_record_info_get: NULL argument");
+    struct fl__keytab t;
+    fl__keytab_records(r, &t);
+    if (index >= fl__keytab_used(&t))
+        return -ERANGE;
+    memset(info, 0, sizeof *info);
+    if (fl__key_published(&t, index, info->name) != 0)
+        return -ENOENT;
+    struct fl__record *rec = &r->records[index];
+    /* relaxed: display only */
+    uint32_t bound = atomic_load_explicit(&rec->bound_slot, memory_order_relaxed);
+    struct fl__keytab lt;
+    fl__keytab_locks(r, &lt);
+    if (bound && bound - 1 < fl__keytab_used(&lt))
+        fl__key_published(&lt, bound - 1, info->bound_key);
+    uint64_t cur, tok, ver;
+    if (fl__record_current(r, rec, &cur, &tok, &ver) == 0 && cur) {
+        info->accepted_token = tok;
+        info->version = ver;
+        uint32_t bi;
+        uint64_t gen;
+        if (fl__ref_decode(r, cur, &bi, &gen)) {
+            uint32_t n = atomic_load_explicit(&fl__buffer_at(r, bi)->len, memory_order_relaxed);
+            info->size = n <= r->record_size ? n : 0;
+        }
+    }
+    info->commits = atomic_load_explicit(&rec->commits, memory_order_relaxed);
+    info->rejections = atomic_load_explicit(&rec->rejections, memory_order_relaxed);
+    info->last_rejected_token =
+        atomic_load_explicit(&rec->last_rejected_token, memory_order_relaxed);
+    info->last_rejected_pid = atomic_load_explicit(&rec->last_rejected_pid, memory_order_relaxed);
+    return 0;
+}

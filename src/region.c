@@ -1,0 +1,416 @@
+/*
+ * region.c - create, validate and map a region file (layout: format.h).
+ *
+ * Creation is atomic: the file is built and preallocated under a temporary
+ * name and linked into place, so nobody ever maps a half-written region, and
+ * a full disk is an error at creation instead of a SIGBUS later.
+ *
+ * Opening trusts nothing: the header is read with pread() and checked (magic,
+ * byte order, version, layout signature, checksum, every capacity and offset
+ * recomputed from first principles, file size) before anything is mapped.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+uint64_t fl__checksum(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 */
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static uint64_t fl__align64(uint64_t v) { return (v + 63) & ~(uint64_t)63; }
+
+static uint32_t fl__index_cap(uint32_t capacity)
+{
+    uint32_t c = 16;
+    while (c < 2 * (uint64_t)capacity)
+        c <<= 1;
+    return c;
+}
+
+/* Fill the immutable layout fields of h from its capacities.  Returns 0, or
+ * -EINVAL naming the parameter that is out of range. */
+static int fl__layout(struct fl__header *h)
+{
+    if (h->lock_capacity < 1 || h->lock_capacity > FL__MAX_LOCKS)
+        return fl__fail(-EINVAL, "lock capacity %u out of range 1..%u", h->lock_capacity,
+                        FL__MAX_LOCKS);
+    if (h->record_capacity < 1 || h->record_capacity > FL__MAX_RECORDS)
+        return fl__fail(-EINVAL, "record capacity %u out of range 1..%u", h->record_capacity,
+                        FL__MAX_RECORDS);
+    if (h->record_size < FL__MIN_RECORD_SIZE || h->record_size > FL__MAX_RECORD_SIZE)
+        return fl__fail(-EINVAL, "record size %u out of range %u..%u", h->record_size,
+                        FL__MIN_RECORD_SIZE, FL__MAX_RECORD_SIZE);
+    if (h->client_capacity < 2 || h->client_capacity > FL__MAX_CLIENTS + 1)
+        return fl__fail(-EINVAL, "client capacity %u out of range 1..%u",
+                        h->client_capacity - 1, FL__MAX_CLIENTS);
+    if (h->buffer_count <= h->record_capacity || h->buffer_count > FL__MAX_BUFFERS)
+        return fl__fail(-EINVAL, "buffer count %u out of range %u..%u", h->buffer_count,
+                        h->record_capacity + 1, FL__MAX_BUFFERS);
+    h->lock_index_cap = fl__index_cap(h->lock_capacity);
+    h->record_index_cap = fl__index_cap(h->record_capacity);
+    h->buffer_stride = fl__align64(FL__BUFFER_HDR_SIZE + (((uint64_t)h->record_size + 7) & ~7ull));
+    uint64_t off = FL__HEADER_SIZE;
+    h->clients_off = off;
+    off = fl__align64(off + (uint64_t)h->client_capacity * FL__CLIENT_SIZE);
+    h->slots_off = off;
+    off = fl__align64(off + (uint64_t)h->lock_capacity * FL__SLOT_SIZE);
+    h->lock_index_off = off;
+    off = fl__align64(off + (uint64_t)h->lock_index_cap * 4);
+    h->records_off = off;
+    off = fl__align64(off + (uint64_t)h->record_capacity * FL__RECORD_SIZE);
+    h->record_index_off = off;
+    off = fl__align64(off + (uint64_t)h->record_index_cap * 4);
+    h->buffers_off = off;
+    off += (uint64_t)h->buffer_count * h->buffer_stride;
+    h->file_size = (off + 4095) & ~(uint64_t)4095;
+    return 0;
+}
+
+int fl__region_resolve_path(const char *path, char *buf, size_t cap)
+{
+    if (path && *path) {
+        if (strlen(path) >= cap)
+            return fl__fail(-ENAMETOOLONG, "region path too long (%zu bytes)", strlen(path));
+        strcpy(buf, path);
+        return 0;
+    }
+    return fl_default_region_path(buf, cap);
+}
+
+int fl_default_region_path(char *buf, size_t cap)
+{
+    if (!buf)
+        return fl__fail(-EINVAL, "fl_default_region_path: buf is NULL");
+    const char *env = getenv(FL_REGION_ENV);
+    int n;
+    if (env && *env)
+        n = snprintf(buf, cap, "%s", env);
+    else
+        n = snprintf(buf, cap, "/dev/shm/fencelock-%u/region", (unsigned)getuid());
+    if (n < 0 || (size_t)n >= cap)
+        return fl__fail(-ENAMETOOLONG, "default region path does not fit in %zu bytes", cap);
+    return 0;
+}
+
+int fl__region_create(const char *path, const struct fl__params *p)
+{
+    struct fl__header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, FL__MAGIC, sizeof FL__MAGIC);
+    h.format_version = FL__FORMAT_VERSION;
+    h.header_size = FL__HEADER_SIZE;
+    h.byte_order = FL__BYTE_ORDER_MARK;
+    h.layout_sig = FL__LAYOUT_SIG;
+    h.lock_capacity = p->locks;
+    h.record_capacity = p->records;
+    h.record_size = p->record_size;
+    h.client_capacity = p->clients + 1; /* entry 0 means "unregistered" */
+    h.buffer_count = p->records + p->spare_buffers;
+    int err = fl__layout(&h);
+    if (err)
+        return err;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts); /* display only, never for leases */
+    h.created_unix_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    h.checksum = fl__checksum(&h, FL__CHECKSUMMED_BYTES);
+    atomic_init(&h.token_floor, 1);
+    atomic_init(&h.next_client_id, 1);
+    err = fl__read_boot_id(h.boot_id);
+    if (err)
+        return fl__fail(err, "cannot read the boot id: %s", strerror(-err));
+
+    char tmp[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.new.%d", path, (int)getpid()) >= (int)sizeof tmp)
+        return fl__fail(-ENAMETOOLONG, "region path too long: %s", path);
+    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return fl__fail(-errno, "cannot create %s: %s", tmp, strerror(errno));
+    /* The rest of the file stays zero: free slots, empty indexes, free buffers. */
+    int rc = posix_fallocate(fd, 0, (off_t)h.file_size);
+    if (rc != 0) {
+        err = fl__fail(-rc, "cannot allocate %llu bytes for region %s: %s",
+                       (unsigned long long)h.file_size, path, strerror(rc));
+        goto fail;
+    }
+    if (pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+        err = fl__fail(-EIO, "cannot write the header of %s", tmp);
+        goto fail;
+    }
+    if (fsync(fd) != 0) {
+        err = fl__fail(-errno, "fsync of %s failed: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    /* link() fails with EEXIST instead of replacing a region in use. */
+    if (link(tmp, path) != 0) {
+        err = fl__fail(-errno, "cannot create region %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    unlink(tmp);
+    close(fd);
+    return 0;
+fail:
+    unlink(tmp);
+    close(fd);
+    return err;
+}
+
+/* Check a header copied out of the file against the file's size. */
+static int fl__validate(const char *path, const struct fl__header *h, uint64_t file_size)
+{
+    if (file_size == 0)
+        return fl__fail(-EPROTO, "region %s: empty file (0 bytes): not a fencelock region",
+                        path);
+    if (memcmp(h->magic, FL__MAGIC, sizeof FL__MAGIC) != 0)
+        return fl__fail(-EPROTO, "region %s: bad magic: not a fencelock region", path);
+    if (file_size < FL__HEADER_SIZE)
+        return fl__fail(-EPROTO, "region %s: truncated: %llu bytes, the header alone is %u",
+                        path, (unsigned long long)file_size, FL__HEADER_SIZE);
+    if (h->byte_order != FL__BYTE_ORDER_MARK)
+        return fl__fail(-EPROTO, "region %s: written by a host of another byte order", path);
+    if (h->format_version != FL__FORMAT_VERSION)
+        return fl__fail(-EPROTONOSUPPORT,
+                        "region %s: format version %u; this build reads version %u", path,
+                        h->format_version, FL__FORMAT_VERSION);
+    if (h->header_size != FL__HEADER_SIZE || h->layout_sig != FL__LAYOUT_SIG)
+        return fl__fail(-EPROTO,
+                        "region %s: layout signature %#x differs from this build's %#x "
+                        "(built with other structure sizes)",
+                        path, h->layout_sig, FL__LAYOUT_SIG);
+    if (fl__checksum(h, FL__CHECKSUMMED_BYTES) != h->checksum)
+        return fl__fail(-EPROTO, "region %s: header checksum mismatch: the header is corrupt",
+                        path);
+    struct fl__header want;
+    memset(&want, 0, sizeof want);
+    want.lock_capacity = h->lock_capacity;
+    want.record_capacity = h->record_capacity;
+    want.record_size = h->record_size;
+    want.client_capacity = h->client_capacity;
+    want.buffer_count = h->buffer_count;
+    int err = fl__layout(&want);
+    if (err)
+        return fl__fail(-EPROTO, "region %s: bad parameters: %s", path, fl_last_error());
+    if (want.lock_index_cap != h->lock_index_cap ||
+        want.record_index_cap != h->record_index_cap || want.clients_off != h->clients_off ||
+        want.slots_off != h->slots_off || want.lock_index_off != h->lock_index_off ||
+        want.records_off != h->records_off || want.record_index_off != h->record_index_off ||
+        want.buffers_off != h->buffers_off || want.buffer_stride != h->buffer_stride ||
+        want.file_size != h->file_size)
+        return fl__fail(-EPROTO, "region %s: section offsets disagree with its capacities",
+                        path);
+    if (file_size < h->file_size)
+        return fl__fail(-EPROTO, "region %s: truncated: %llu bytes, its header says %llu",
+                        path, (unsigned long long)file_size, (unsigned long long)h->file_size);
+    return 0;
+}
+
+int fl__region_map(const char *path, bool readonly, fl_region **out)
+{
+    fl_region *r = calloc(1, sizeof *r);
+    if (!r)
+        return fl__fail(-ENOMEM, "out of memory");
+    r->fd = -1;
+    r->sock = -1;
+    r->readonly = readonly;
+    r->clock = fl__monotonic_ns;
+    r->pid = (uint32_t)getpid();
+    int err = 0;
+    if (strlen(path) >= sizeof r->path) {
+        err = fl__fail(-ENAMETOOLONG, "region path too long");
+        goto fail;
+    }
+    strcpy(r->path, path);
+    r->fd = open(path, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+    if (r->fd < 0) {
+        err = -errno;
+        if (err == -ENOENT)
+            fl__fail(err, "region %s does not exist (is fencelockd running?)", path);
+        else
+            fl__fail(err, "cannot open region %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    struct stat st;
+    if (fstat(r->fd, &st) != 0) {
+        err = fl__fail(-errno, "cannot stat region %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        err = fl__fail(-EPROTO, "region %s: not a regular file", path);
+        goto fail;
+    }
+    struct fl__header h;
+    memset(&h, 0, sizeof h);
+    ssize_t n = pread(r->fd, &h, sizeof h, 0);
+    if (n < 0) {
+        err = fl__fail(-errno, "cannot read region %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    err = fl__validate(path, &h, (uint64_t)st.st_size);
+    if (err)
+        goto fail;
+    void *base = mmap(NULL, h.file_size, readonly ? PROT_READ : PROT_READ | PROT_WRITE,
+                      MAP_SHARED, r->fd, 0);
+    if (base == MAP_FAILED) {
+        err = fl__fail(-errno, "cannot map region %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    r->base = base;
+    r->size = h.file_size;
+    /* From here on only the validated local copy decides the layout; the
+     * mapped header could be scribbled on by a buggy process. */
+    r->hdr = (struct fl__header *)base;
+    r->lock_capacity = h.lock_capacity;
+    r->lock_index_mask = h.lock_index_cap - 1;
+    r->record_capacity = h.record_capacity;
+    r->record_index_mask = h.record_index_cap - 1;
+    r->record_size = h.record_size;
+    r->buffer_count = h.buffer_count;
+    r->client_capacity = h.client_capacity;
+    r->buffer_stride = h.buffer_stride;
+    r->clients = (struct fl__client *)(void *)(r->base + h.clients_off);
+    r->slots = (struct fl__slot *)(void *)(r->base + h.slots_off);
+    r->lock_index = (_Atomic uint32_t *)(void *)(r->base + h.lock_index_off);
+    r->records = (struct fl__record *)(void *)(r->base + h.records_off);
+    r->record_index = (_Atomic uint32_t *)(void *)(r->base + h.record_index_off);
+    r->buffers = r->base + h.buffers_off;
+    *out = r;
+    return 0;
+fail:
+    if (r->fd >= 0)
+        close(r->fd);
+    free(r);
+    return err;
+}
+
+void fl__region_unmap(fl_region *r)
+{
+    if (!r)
+        return;
+    if (r->base)
+        munmap(r->base, r->size);
+    if (r->fd >= 0)
+        close(r->fd);
+    if (r->sock >= 0)
+        close(r->sock);
+    free(r);
+}
+
+void fl__region_params(const fl_region *r, struct fl__params *p)
+{
+    p->locks = r->lock_capacity;
+    p->records = r->record_capacity;
+    p->record_size = r->record_size;
+    p->clients = r->client_capacity - 1;
+    p->spare_buffers = r->buffer_count - r->record_capacity;
+}
+
+void fl__region_set_clock(fl_region *r, fl__clock_fn fn, void *ctx)
+{
+    r->clock = fn ? fn : fl__monotonic_ns;
+    r->clock_ctx = ctx;
+}
+
+static bool fl__same_boot(const fl_region *r)
+{
+    char now[40], had[40];
+    if (fl__read_boot_id(now) != 0)
+        return true; /* no /proc: cannot tell, trust the region */
+    memcpy(had, r->hdr->boot_id, sizeof had);
+    had[39] = '\0';
+    return strcmp(now, had) == 0;
+}
+
+int fl_open(const char *region_path, fl_region **out)
+{
+    fl__clear_error();
+    if (!out)
+        return fl__fail(-EINVAL, "fl_open: out is NULL");
+    char path[4096];
+    int err = fl__region_resolve_path(region_path, path, sizeof path);
+    if (err)
+        return err;
+    fl_region *r;
+    err = fl__region_map(path, false, &r);
+    if (err)
+        return err;
+    if (!fl__same_boot(r)) {
+        fl__region_unmap(r);
+        return fl__fail(-EAGAIN,
+                        "region %s: written during an earlier boot; start fencelockd to "
+                        "adopt it (it voids the old leases)",
+                        path);
+    }
+    err = fl__client_register(r);
+    if (err == -ENXIO || err == -EUSERS || err == -ENOMEM || err == -EMFILE ||
+        err == -ENFILE) {
+        fl__region_unmap(r);
+        return err;
+    }
+    /* Any other failure to register (no supervisor, a supervisor that just
+     * died) leaves the handle working unregistered (I10). */
+    fl__clear_error();
+    *out = r;
+    return 0;
+}
+
+int fl_open_readonly(const char *region_path, fl_region **out)
+{
+    fl__clear_error();
+    if (!out)
+        return fl__fail(-EINVAL, "fl_open_readonly: out is NULL");
+    char path[4096];
+    int err = fl__region_resolve_path(region_path, path, sizeof path);
+    if (err)
+        return err;
+    return fl__region_map(path, true, out);
+}
+
+void fl_close(fl_region *r)
+{
+    if (!r)
+        return;
+    fl__buffers_drop_spare(r);
+    /* Closing the socket tells the supervisor to release what we still hold. */
+    fl__region_unmap(r);
+}
+
+int fl_region_registered(const fl_region *r) { return r && r->sock >= 0 ? 1 : 0; }
+
+int fl_region_info_get(fl_region *r, fl_region_info *info)
+{
+    if (!r || !info)
+        return fl__fail(-EINVAL, "fl_region_info_get: NULL argument");
+    memset(info, 0, sizeof *info);
+    info->format_version = FL__FORMAT_VERSION;
+    info->lock_capacity = r->lock_capacity;
+    info->record_capacity = r->record_capacity;
+    struct fl__keytab t;
+    fl__keytab_locks(r, &t);
+    info->locks_used = fl__keytab_used(&t);
+    fl__keytab_records(r, &t);
+    info->records_used = fl__keytab_used(&t);
+    info->record_size = r->record_size;
+    info->buffer_count = r->buffer_count;
+    info->client_capacity = r->client_capacity - 1;
+    info->file_size = r->size;
+    info->created_unix_ns = r->hdr->created_unix_ns;
+    info->token_floor = atomic_load_explicit(&r->hdr->token_floor, memory_order_relaxed);
+    info->supervisor_pid = atomic_load_explicit(&r->hdr->supervisor_pid, memory_order_relaxed);
+    memcpy(info->boot_id, r->hdr->boot_id, sizeof info->boot_id);
+    info->boot_id[sizeof info->boot_id - 1] = '\0';
+    info->same_boot = fl__same_boot(r) ? 1 : 0;
+    return 0;
+}

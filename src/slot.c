@@ -1,0 +1,462 @@
+/*
+ * slot.c - the lock-word state machine.  The only code that writes a lock
+ * slot's state pair.
+ *
+ * THE STATE PAIR (struct fl__pair, 16 bytes, 16-byte aligned)
+ *
+ *   state word        lease word                   meaning
+ *   ---------------   --------------------------   ---------------------------
+ *   T << 1 | 0        0                            free; last holding T released
+ *   T << 1 | 0        FREED_BY_DEATH               free; supervisor freed T (I5)
+ *   T << 1 | 0        FREED_VOID                   free; T voided by a new boot
+ *   T << 1 | HELD     owner << 48 | deadline_us    held by token T until deadline
+ *
+ *   T is the newest token of the key (0: never acquired).  owner is the
+ *   holder's client table index (0 when unregistered); deadline_us is
+ *   CLOCK_MONOTONIC in microseconds.
+ *
+ * TRANSITIONS (each one 16-byte compare-and-swap of the whole pair)
+ *
+ *   acquire   free(T) or held(T, deadline passed)  ->  held(T', owner, now + lease)
+ *             with T' = max(T + 1, token_floor); fails with no effect otherwise
+ *   renew     held(T, owner, d > now)              ->  held(T, owner, now + lease)
+ *   release   held(T, ...)                         ->  free(T, 0)
+ *   reap      held(T, dead owner, ...)             ->  free(T, FREED_BY_DEATH)
+ *   void      held(T, ...) of an earlier boot      ->  free(T, FREED_VOID)
+ *
+ * WHY ONE 16-BYTE CAS.  Taking the lock, choosing the token and setting the
+ * deadline and owner must be one step.  Were the deadline written after the
+ * token, a holder stopped between the two would leave a lock that looks held
+ * with the previous holder's (or no) deadline: waiters could not know when it
+ * ends (I4), and a supervisor could not know whose it is when it dies (I5).
+ * With one CAS, a process stopped forever at any instruction of acquire,
+ * renew or release has either changed nothing or completed its transition;
+ * in both cases the pair alone says when the lock ends.  Every acquisition
+ * CASes from the exact pair it read, so two acquirers can never produce the
+ * same token (I1), and a failed try writes nothing and consumes no token.
+ *
+ * cmpxchg16b is a real lock-free instruction (we emit it ourselves: GCC's
+ * 16-byte __atomic calls go to libatomic, whose fallback is a per-process
+ * lock).  Reading never uses it: a 16-byte atomic load is a write on x86-64,
+ * and the status tool maps the region read-only.  Readers load the two words
+ * separately and re-read the state word (fl__pair_load): the state word never
+ * takes the same value twice (T only grows and each T is held, then freed,
+ * once), so an unchanged state word proves the lease word belongs to it.
+ *
+ * WAITING (the futex word wake_seq, the count `waiters`)
+ *   waiter:   seq = wake_seq; waiters++ (seq_cst); re-read the pair;
+ *             still held -> futex_wait(wake_seq, seq, min(deadline, timeout))
+ *   releaser: CAS the pair (a full barrier); if waiters > 0:
+ *             wake_seq++; futex_wake(all)
+ *   Either the waiter's re-read sees the release, or the releaser's read of
+ *   `waiters` sees the waiter (both sides are full barriers: Dekker), and the
+ *   bumped wake_seq makes a late futex_wait return at once: no lost wakeup.
+ *   Waking all waiters, not one, is what makes I6 hold when a woken waiter
+ *   dies, times out or is interrupted before it takes the lock.  Waiters
+ *   also wake at the holder's deadline and take the expired lease over, so a
+ *   stopped or dead holder delays them by its lease at most (I4).
+ */
+#include <string.h>
+
+#include "internal.h"
+
+#if !defined(__x86_64__)
+#error "fencelock needs cmpxchg16b (x86-64); other architectures are not supported yet"
+#endif
+
+/* Compare-and-swap both words of p.  On failure *s and *l receive the
+ * current values.  lock cmpxchg16b is a full barrier (seq_cst). */
+static inline bool fl__pair_cas(struct fl__pair *p, uint64_t *s, uint64_t *l, uint64_t ns,
+                                uint64_t nl)
+{
+    bool ok;
+    __asm__ __volatile__("lock cmpxchg16b %[m]"
+                         : "=@ccz"(ok), [m] "+m"(*p), "+a"(*s), "+d"(*l)
+                         : "b"(ns), "c"(nl)
+                         : "memory");
+    return ok;
+}
+
+/* A consistent snapshot of the pair without writing (see WHY ONE 16-BYTE CAS). */
+static inline void fl__pair_load(struct fl__pair *p, uint64_t *s, uint64_t *l)
+{
+    for (;;) {
+        /* acquire: what the writer of this state published (holder fields,
+         * and for records the bound key) is visible after it */
+        uint64_t s1 = atomic_load_explicit(&p->state, memory_order_acquire);
+        uint64_t l1 = atomic_load_explicit(&p->lease, memory_order_acquire);
+        /* acquire on the lease load keeps this re-read after it */
+        uint64_t s2 = atomic_load_explicit(&p->state, memory_order_relaxed);
+        if (s1 == s2) {
+            *s = s1;
+            *l = l1;
+            return;
+        }
+    }
+}
+
+static inline uint64_t fl__deadline_ns(uint64_t lease_word)
+{
+    return (lease_word & FL__DEADLINE_MASK) * 1000ull;
+}
+
+static inline uint32_t fl__owner(uint64_t lease_word)
+{
+    return (uint32_t)(lease_word >> FL__OWNER_SHIFT);
+}
+
+/* now + lease_ns rounded up to a microsecond, as a lease word for owner. */
+static int fl__make_lease(fl_region *r, uint64_t now, uint64_t lease_ns, uint64_t *word)
+{
+    uint64_t end = now + lease_ns;
+    if (end < now)
+        return fl__fail(-EOVERFLOW, "lease of %llu ns overflows the clock",
+                        (unsigned long long)lease_ns);
+    uint64_t us = end / 1000 + (end % 1000 != 0);
+    if (us > FL__DEADLINE_MASK)
+        return fl__fail(-EOVERFLOW, "lease deadline beyond what a region can record (2^48 us)");
+    *word = (uint64_t)r->client << FL__OWNER_SHIFT | us;
+    return 0;
+}
+
+static inline void fl__count(struct fl__slot *sl, enum fl__lock_counter c)
+{
+    /* relaxed: statistics, nothing is ordered by them */
+    atomic_fetch_add_explicit(&sl->counters[c], 1, memory_order_relaxed);
+}
+
+static void fl__wake_waiters(struct fl__slot *sl)
+{
+    /* seq_cst: the Dekker read after our pair CAS (see WAITING) */
+    if (atomic_load(&sl->waiters) == 0)
+        return;
+    /* release: a woken waiter that sees the new seq also sees the release */
+    atomic_fetch_add_explicit(&sl->wake_seq, 1, memory_order_release);
+    fl__futex_wake_all(&sl->wake_seq);
+}
+
+static inline void fl__cpu_relax(void) { __builtin_ia32_pause(); }
+
+/* Spin briefly before sleeping: a holder running on another core usually
+ * releases within a microsecond, and a futex wake costs 20-30 us. */
+#define FL__SPIN_PAUSES 128
+
+static bool fl__spin_until_changed(struct fl__slot *sl, uint64_t s)
+{
+    for (int i = 0; i < FL__SPIN_PAUSES; i++) {
+        fl__cpu_relax();
+        /* relaxed: only a hint; the caller re-reads the pair with acquire */
+        if (atomic_load_explicit(&sl->pair.state, memory_order_relaxed) != s)
+            return true;
+    }
+    return false;
+}
+
+/* Sleep until the pair leaves (s, l), the holder's deadline, or wait_until.
+ * Returns 0 to re-examine the pair, or -ETIMEDOUT. */
+static int fl__wait_for_change(fl_region *r, struct fl__slot *sl, uint64_t s, uint64_t l,
+                               uint64_t wait_until)
+{
+    /* acquire: pairs with the releaser's release increment */
+    uint32_t seq = atomic_load_explicit(&sl->wake_seq, memory_order_acquire);
+    atomic_fetch_add(&sl->waiters, 1); /* seq_cst: Dekker with fl__wake_waiters */
+    uint64_t s2 = atomic_load(&sl->pair.state);
+    uint64_t l2 = atomic_load(&sl->pair.lease);
+    int rc = 0;
+    if (s2 == s && l2 == l) {
+        uint64_t until = fl__deadline_ns(l);
+        if (wait_until && wait_until < until)
+            until = wait_until;
+        /* The futex sleeps on the real CLOCK_MONOTONIC, the clock leases use
+         * (a test clock only drives try-acquires). */
+        rc = fl__futex_wait(&sl->wake_seq, seq, until);
+        if (rc == -EINTR)
+            rc = 0; /* re-examine; a signal handler may have run, nothing else */
+        if (rc == -ETIMEDOUT)
+            rc = (wait_until && fl__now(r) >= wait_until) ? -ETIMEDOUT : 0;
+    }
+    /* relaxed: the count only decides whether releasers bother to wake */
+    atomic_fetch_sub_explicit(&sl->waiters, 1, memory_order_relaxed);
+    return rc;
+}
+
+int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
+               fl_lease *lease)
+{
+    fl__clear_error();
+    if (!r || !lease)
+        return fl__fail(-EINVAL, "fl_acquire: NULL argument");
+    if (r->readonly)
+        return fl__fail(-EINVAL, "fl_acquire: read-only region handle");
+    if (lease_ns == 0)
+        return fl__fail(-EINVAL, "fl_acquire: lease_ns must be > 0");
+    if (timeout_ns < 0 && timeout_ns != FL_WAIT_FOREVER)
+        return fl__fail(-EINVAL, "fl_acquire: timeout_ns must be >= 0 or FL_WAIT_FOREVER");
+    int len = fl__key_check(key);
+    if (len < 0)
+        return len;
+    struct fl__keytab t;
+    fl__keytab_locks(r, &t);
+    uint32_t idx;
+    int err = fl__key_find_or_create(&t, key, (size_t)len, &idx);
+    if (err == -ENOSPC)
+        return fl__fail(-ENOSPC, "region %s: lock table full (%u keys); cannot add key \"%s\"",
+                        r->path, r->lock_capacity, key);
+    if (err)
+        return err;
+    struct fl__slot *sl = fl__slot_at(r, idx);
+
+    uint64_t now = fl__now(r);
+    uint64_t wait_until = timeout_ns > 0 ? now + (uint64_t)timeout_ns : 0;
+    bool contended = false, spun = false;
+    for (;;) {
+        uint64_t s, l;
+        fl__pair_load(&sl->pair, &s, &l);
+        now = fl__now(r);
+        uint32_t flags = 0;
+        bool takeover = false;
+        if (s & FL__HELD) {
+            if (now < fl__deadline_ns(l)) {
+                contended = true;
+                if (timeout_ns == 0)
+                    return fl__fail(-EBUSY, "key \"%s\" is held", key);
+                if (wait_until && now >= wait_until)
+                    return fl__fail(-ETIMEDOUT, "key \"%s\" stayed held", key);
+                if (!spun) {
+                    spun = true;
+                    if (fl__spin_until_changed(sl, s))
+                        continue;
+                }
+                err = fl__wait_for_change(r, sl, s, l, wait_until);
+                if (err)
+                    return fl__fail(err, "key \"%s\" stayed held", key);
+                continue;
+            }
+            flags = FL_LEASE_EXPIRED;
+            takeover = true;
+        } else {
+            if (l & FL__FREED_BY_DEATH)
+                flags |= FL_LEASE_OWNER_DIED;
+            if (l & FL__FREED_VOID)
+                flags |= FL_LEASE_EXPIRED;
+        }
+        uint64_t token = s >> FL__TOKEN_SHIFT;
+        if (token >= FL_TOKEN_MAX)
+            return fl__fail(-EOVERFLOW, "key \"%s\": token space spent", key);
+        /* relaxed: the floor only rises, before clients of a new epoch open
+         * (they learn of it through registration); order among tokens comes
+         * from the CAS on this slot */
+        uint64_t floor = atomic_load_explicit(&r->hdr->token_floor, memory_order_relaxed);
+        uint64_t next = token + 1 > floor ? token + 1 : floor;
+        if (next > FL_TOKEN_MAX)
+            return fl__fail(-EOVERFLOW, "key \"%s\": token floor beyond FL_TOKEN_MAX", key);
+        uint64_t nl;
+        err = fl__make_lease(r, now, lease_ns, &nl);
+        if (err)
+            return err;
+        if (!fl__pair_cas(&sl->pair, &s, &l, next << FL__TOKEN_SHIFT | FL__HELD, nl))
+            continue; /* somebody else moved first: no token consumed */
+        /* relaxed: informational fields for the status tool */
+        atomic_store_explicit(&sl->holder_pid, r->pid, memory_order_relaxed);
+        atomic_store_explicit(&sl->holder_client_id, r->client_id, memory_order_relaxed);
+        fl__count(sl, FL__C_ACQUISITIONS);
+        if (contended || takeover)
+            fl__count(sl, FL__C_CONTENDED);
+        if (takeover)
+            fl__count(sl, FL__C_EXPIRIES_TAKEN);
+        lease->token = next;
+        lease->deadline_ns = fl__deadline_ns(nl);
+        lease->slot = idx;
+        lease->flags = flags;
+        return 0;
+    }
+}
+
+static int fl__lease_slot(fl_region *r, const fl_lease *lease, const char *fn,
+                          struct fl__slot **sl)
+{
+    if (!r || !lease)
+        return fl__fail(-EINVAL, "%s: NULL argument", fn);
+    if (r->readonly)
+        return fl__fail(-EINVAL, "%s: read-only region handle", fn);
+    struct fl__keytab t;
+    fl__keytab_locks(r, &t);
+    if (lease->slot >= fl__keytab_used(&t))
+        return fl__fail(-EINVAL, "%s: lease names slot %u, which this region never issued",
+                        fn, lease->slot);
+    *sl = fl__slot_at(r, lease->slot);
+    return 0;
+}
+
+int fl_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns)
+{
+    fl__clear_error();
+    struct fl__slot *sl;
+    int err = fl__lease_slot(r, lease, "fl_renew", &sl);
+    if (err)
+        return err;
+    if (lease_ns == 0)
+        return fl__fail(-EINVAL, "fl_renew: lease_ns must be > 0");
+    uint64_t s, l;
+    fl__pair_load(&sl->pair, &s, &l);
+    for (;;) {
+        uint64_t now = fl__now(r);
+        if (s != (lease->token << FL__TOKEN_SHIFT | FL__HELD) || now >= fl__deadline_ns(l)) {
+            fl__count(sl, FL__C_RENEW_FAILED);
+            return fl__fail(-ESTALE, "renew of token %llu: ownership lost",
+                            (unsigned long long)lease->token);
+        }
+        uint64_t nl;
+        err = fl__make_lease(r, now, lease_ns, &nl);
+        if (err)
+            return err;
+        nl = (nl & FL__DEADLINE_MASK) | (l & ~FL__DEADLINE_MASK); /* keep the owner */
+        if (fl__pair_cas(&sl->pair, &s, &l, s, nl)) {
+            fl__count(sl, FL__C_RENEWALS);
+            lease->deadline_ns = fl__deadline_ns(nl);
+            return 0;
+        }
+        /* s, l now hold the current pair: a takeover or a renewal by another
+         * thread sharing this lease; check again */
+    }
+}
+
+int fl_release(fl_region *r, const fl_lease *lease)
+{
+    fl__clear_error();
+    struct fl__slot *sl;
+    int err = fl__lease_slot(r, lease, "fl_release", &sl);
+    if (err)
+        return err;
+    uint64_t held = lease->token << FL__TOKEN_SHIFT | FL__HELD;
+    uint64_t s, l;
+    fl__pair_load(&sl->pair, &s, &l);
+    for (;;) {
+        if (s != held)
+            return fl__fail(-ESTALE, "release of token %llu: ownership lost",
+                            (unsigned long long)lease->token);
+        bool expired = fl__now(r) >= fl__deadline_ns(l);
+        if (fl__pair_cas(&sl->pair, &s, &l, lease->token << FL__TOKEN_SHIFT, 0)) {
+            fl__count(sl, FL__C_RELEASES);
+            fl__wake_waiters(sl);
+            if (expired)
+                return fl__fail(-ESTALE, "release of token %llu: the lease had expired "
+                                         "(nobody had taken it over; it is now free)",
+                                (unsigned long long)lease->token);
+            return 0;
+        }
+    }
+}
+
+int fl_check(fl_region *r, const fl_lease *lease)
+{
+    fl__clear_error();
+    if (!r || !lease)
+        return fl__fail(-EINVAL, "fl_check: NULL argument");
+    struct fl__keytab t;
+    fl__keytab_locks(r, &t);
+    if (lease->slot >= fl__keytab_used(&t))
+        return fl__fail(-EINVAL, "fl_check: lease names slot %u, which this region never issued",
+                        lease->slot);
+    uint64_t s, l;
+    fl__pair_load(&fl__slot_at(r, lease->slot)->pair, &s, &l);
+    if (s == (lease->token << FL__TOKEN_SHIFT | FL__HELD) && fl__now(r) < fl__deadline_ns(l))
+        return 0;
+    return fl__fail(-ESTALE, "token %llu is no longer current", (unsigned long long)lease->token);
+}
+
+uint64_t fl__slot_token(const fl_region *r, uint32_t i)
+{
+    uint64_t s, l;
+    fl__pair_load(&fl__slot_at(r, i)->pair, &s, &l);
+    return s >> FL__TOKEN_SHIFT;
+}
+
+/* Free slots matching pred with the given lease word; supervisor only. */
+static uint32_t fl__slots_free_where(fl_region *r, uint32_t client, bool any, uint64_t why,
+                                     fl__freed_fn fn, void *ctx)
+{
+    struct fl__keytab t;
+    fl__keytab_locks(r, &t);
+    uint32_t used = fl__keytab_used(&t), freed = 0;
+    for (uint32_t i = 0; i < used; i++) {
+        struct fl__slot *sl = fl__slot_at(r, i);
+        uint64_t s, l;
+        fl__pair_load(&sl->pair, &s, &l);
+        while ((s & FL__HELD) && (any || fl__owner(l) == client)) {
+            if (fl__pair_cas(&sl->pair, &s, &l, s & ~FL__HELD, why)) {
+                if (why == FL__FREED_BY_DEATH)
+                    fl__count(sl, FL__C_DEATHS);
+                fl__wake_waiters(sl);
+                if (fn)
+                    fn(ctx, i, s >> FL__TOKEN_SHIFT);
+                freed++;
+                break;
+            }
+            /* changed under us (an expiry takeover): look again */
+        }
+    }
+    return freed;
+}
+
+uint32_t fl__slots_reap_client(fl_region *r, uint32_t client, fl__freed_fn fn, void *ctx)
+{
+    if (client == 0)
+        return 0; /* unregistered holders are never reaped: they fall back to leases */
+    return fl__slots_free_where(r, client, false, FL__FREED_BY_DEATH, fn, ctx);
+}
+
+uint32_t fl__slots_void_all(fl_region *r, fl__freed_fn fn, void *ctx)
+{
+    return fl__slots_free_where(r, 0, true, FL__FREED_VOID, fn, ctx);
+}
+
+int fl_lock_info_get(fl_region *r, uint32_t index, fl_lock_info *info)
+{
+    if (!r || !info)
+        return fl__fail(-EINVAL, "fl_lock_info_get: NULL argument");
+    struct fl__keytab t;
+    fl__keytab_locks(r, &t);
+    if (index >= fl__keytab_used(&t))
+        return -ERANGE;
+    memset(info, 0, sizeof *info);
+    if (fl__key_published(&t, index, info->key) != 0)
+        return -ENOENT;
+    struct fl__slot *sl = fl__slot_at(r, index);
+    uint64_t s, l;
+    fl__pair_load(&sl->pair, &s, &l);
+    uint64_t now = fl__now(r);
+    info->token = s >> FL__TOKEN_SHIFT;
+    if (s & FL__HELD) {
+        int64_t left = (int64_t)(fl__deadline_ns(l) - now);
+        char boot[40];
+        memcpy(boot, r->hdr->boot_id, sizeof boot);
+        boot[39] = '\0';
+        char cur[40];
+        bool void_boot = fl__read_boot_id(cur) == 0 && strcmp(cur, boot) != 0;
+        info->state = (left > 0 && !void_boot) ? FL_LOCK_HELD : FL_LOCK_EXPIRED;
+        info->lease_left_ns = void_boot ? -1 : left;
+        info->holder_client = fl__owner(l);
+    } else {
+        info->state = FL_LOCK_FREE;
+        if (l & FL__FREED_BY_DEATH)
+            info->last_release = FL_LEASE_OWNER_DIED;
+        else if (l & FL__FREED_VOID)
+            info->last_release = FL_LEASE_EXPIRED;
+    }
+    /* relaxed: display only */
+    info->holder_pid = atomic_load_explicit(&sl->holder_pid, memory_order_relaxed);
+    info->holder_client_id = atomic_load_explicit(&sl->holder_client_id, memory_order_relaxed);
+    info->waiters = atomic_load_explicit(&sl->waiters, memory_order_relaxed);
+    uint64_t c[FL__C_COUNT];
+    for (int i = 0; i < FL__C_COUNT; i++)
+        c[i] = atomic_load_explicit(&sl->counters[i], memory_order_relaxed);
+    info->acquisitions = c[FL__C_ACQUISITIONS];
+    info->contended = c[FL__C_CONTENDED];
+    info->expiries_taken = c[FL__C_EXPIRIES_TAKEN];
+    info->deaths = c[FL__C_DEATHS];
+    info->renewals = c[FL__C_RENEWALS];
+    info->renew_failed = c[FL__C_RENEW_FAILED];
+    info->releases = c[FL__C_RELEASES];
+    return 0;
+}

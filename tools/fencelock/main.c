@@ -1,0 +1,2 @@
+#include "fencelock.h"
+int main(void){return 0;}
