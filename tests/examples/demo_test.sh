@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The README's demo scenario against a private region: a real fencelockd,
+# two real processes, A stopped across its lease expiry, A's commit rejected.
+set -euo pipefail
+build=$1
+dir=$(mktemp -d /tmp/fl-demo.XXXXXX)
+export FENCELOCK_REGION=$dir/region
+"$build/fencelockd" 2>"$dir/log" &
+daemon=$!
+trap 'kill -KILL $daemon 2>/dev/null; rm -rf "$dir"' EXIT
+for _ in $(seq 1 400); do grep -q '"event":"start"' "$dir/log" && break; sleep 0.05; done
+grep -q '"event":"start"' "$dir/log" || { cat "$dir/log"; exit 1; }
+out=$("$build/examples/seed_demo")
+echo "$out"
+grep -q 'commit with token 1 -> ESTALE' <<<"$out"
+grep -q 'holds "frame rendered by B", written with token 2' <<<"$out"
+"$build/fencelock" status >/dev/null
