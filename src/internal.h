@@ -49,8 +49,9 @@ struct fl_region {
      * reused by its next key creation instead of leaking (keys.c). 0 = none,
      * else index + 1. */
     _Atomic uint32_t spare_slot, spare_record;
-    /* A staging buffer kept for the next commit (record.c): index + 1. */
-    _Atomic uint32_t spare_buffer;
+    /* The buffer this handle last replaced or gave back, tried first by its
+     * next commit (record.c): index + 1, a hint, never a holding. */
+    _Atomic uint32_t buffer_hint;
 };
 
 /* ---- error.c ---- */
@@ -164,8 +165,6 @@ struct fl__reply {
 /* Release staging buffers of a dead client and publish those its commit had
  * made current.  Supervisor only.  Returns how many it touched. */
 uint32_t fl__buffers_reap_client(fl_region *r, uint32_t client);
-/* Give this handle's spare staging buffer back (fl_close). */
-void fl__buffers_drop_spare(fl_region *r);
 static inline struct fl__buffer *fl__buffer_at(const fl_region *r, uint32_t i)
 {
     return (struct fl__buffer *)(void *)(r->buffers + (size_t)i * r->buffer_stride);

@@ -32,8 +32,9 @@
  *
  * Garbage: a PUBLISHED(g) buffer that its record's cur no longer names was
  * replaced; cur never names it again, so any committer may claim it.  The
- * committer that replaced a buffer tries to claim it at once, as its spare
- * for the next commit, so the pool is rarely scanned.
+ * committer that replaced a buffer remembers it (a process-local hint, not
+ * a holding) and tries it first at its next commit, so the pool is rarely
+ * scanned and an idle process holds no buffer at all.
  *
  * Readers (also on read-only mappings: no atomic write on the read path)
  * load cur, copy the named buffer with relaxed 8-byte loads, and load cur
@@ -47,8 +48,12 @@
  *   CAS in step 4 fails (cur changed) and it re-reads F: rejected.  Its bytes
  *   were only ever in its own STAGING buffer, which no reader follows.
  * - Stopped forever anywhere: it holds one STAGING buffer, nothing else.
- *   Writers and readers of the record never wait for it (there is no lock);
- *   the pool has spare buffers for such holdouts (fencelockd --spare-buffers).
+ *   Writers and readers of the record never wait for it (there is no lock).
+ *   That buffer is the one thing a client holds beyond its lease: it cannot
+ *   be taken back while its owner may still write into it.  The pool has
+ *   --spare-buffers beyond one per record for commits in flight and such
+ *   holdouts; when they are all taken, commits fail with -ENOSPC, they
+ *   never wait.
  * - Stopped between steps 4 and 5: its buffer is current but still STAGING;
  *   nobody recycles a STAGING buffer, so the value stays readable.
  * - Killed anywhere: fencelockd reaps its STAGING buffers: the one cur names
@@ -132,15 +137,21 @@ static bool fl__buffer_claim(fl_region *r, uint32_t i, uint64_t st)
     return true;
 }
 
-/* A STAGING buffer of ours, or -ENOSPC. */
+/* A STAGING buffer of ours, or -ENOSPC.  Tries the buffer this handle last
+ * replaced or gave back first (a hint: it is not held, anyone may claim it),
+ * then scans the pool from the region-wide hint. */
 static int fl__buffer_get(fl_region *r, uint32_t *out)
 {
-    uint32_t spare = atomic_exchange_explicit(&r->spare_buffer, 0, memory_order_relaxed);
-    if (spare) { /* process-local hand-off between our own threads */
-        *out = spare - 1;
-        return 0;
+    /* relaxed: a process-local hint; the claim CAS decides */
+    uint32_t hint = atomic_exchange_explicit(&r->buffer_hint, 0, memory_order_relaxed);
+    if (hint && hint <= r->buffer_count) {
+        struct fl__buffer *b = fl__buffer_at(r, hint - 1);
+        if (fl__buffer_claim(r, hint - 1, atomic_load_explicit(&b->state, memory_order_relaxed))) {
+            *out = hint - 1;
+            return 0;
+        }
     }
-    /* relaxed: a hint where to start scanning, nothing more */
+    /* relaxed: where to start scanning, nothing more */
     uint32_t start = atomic_load_explicit(&r->hdr->buffer_hint, memory_order_relaxed);
     for (uint32_t n = 0; n < r->buffer_count; n++) {
         uint32_t i = (uint32_t)(((uint64_t)start + n) % r->buffer_count);
@@ -155,17 +166,16 @@ static int fl__buffer_get(fl_region *r, uint32_t *out)
     return -ENOSPC;
 }
 
-/* Give a STAGING buffer of ours back: keep it as the spare, or free it. */
+/* Give back a STAGING buffer of ours that was never published, and remember
+ * it as this handle's hint for the next commit. */
 static void fl__buffer_put(fl_region *r, uint32_t i)
 {
-    uint32_t old = atomic_exchange_explicit(&r->spare_buffer, i + 1, memory_order_relaxed);
-    if (old) {
-        struct fl__buffer *b = fl__buffer_at(r, old - 1);
-        uint64_t st = atomic_load_explicit(&b->state, memory_order_relaxed);
-        /* release: our writes into it happen before anyone's claim */
-        atomic_store_explicit(&b->state, fl__buf_state(FL__BUF_FREE, 0, fl__state_gen(st)),
-                              memory_order_release);
-    }
+    struct fl__buffer *b = fl__buffer_at(r, i);
+    uint64_t st = atomic_load_explicit(&b->state, memory_order_relaxed);
+    /* release: our writes into it happen before anyone's claim of it */
+    atomic_store_explicit(&b->state, fl__buf_state(FL__BUF_FREE, 0, fl__state_gen(st)),
+                          memory_order_release);
+    atomic_store_explicit(&r->buffer_hint, i + 1, memory_order_relaxed);
 }
 
 static void fl__buffer_fill(fl_region *r, uint32_t i, uint32_t record, uint64_t token,
@@ -341,15 +351,12 @@ int fl_commit(fl_region *r, const fl_lease *lease, const char *record, const voi
             atomic_store_explicit(&b->state, fl__buf_state(FL__BUF_PUBLISHED, 0, my_gen),
                                   memory_order_release);
             atomic_fetch_add_explicit(&rec->commits, 1, memory_order_relaxed);
+            /* The value we replaced is garbage now: our next commit tries
+             * it first, without holding it meanwhile. */
             uint32_t old;
             uint64_t old_gen;
-            if (fl__ref_decode(r, cur, &old, &old_gen)) {
-                struct fl__buffer *ob = fl__buffer_at(r, old);
-                uint64_t st = atomic_load_explicit(&ob->state, memory_order_relaxed);
-                if (st == fl__buf_state(FL__BUF_PUBLISHED, 0, old_gen) &&
-                    fl__buffer_claim(r, old, st))
-                    fl__buffer_put(r, old);
-            }
+            if (fl__ref_decode(r, cur, &old, &old_gen))
+                atomic_store_explicit(&r->buffer_hint, old + 1, memory_order_relaxed);
             if (accepted)
                 *accepted = lease->token;
             return 0;
@@ -469,17 +476,6 @@ uint32_t fl__buffers_reap_client(fl_region *r, uint32_t client)
             touched++;
     }
     return touched;
-}
-
-void fl__buffers_drop_spare(fl_region *r)
-{
-    uint32_t spare = atomic_exchange_explicit(&r->spare_buffer, 0, memory_order_relaxed);
-    if (!spare || r->readonly)
-        return;
-    struct fl__buffer *b = fl__buffer_at(r, spare - 1);
-    uint64_t st = atomic_load_explicit(&b->state, memory_order_relaxed);
-    atomic_store_explicit(&b->state, fl__buf_state(FL__BUF_FREE, 0, fl__state_gen(st)),
-                          memory_order_release);
 }
 
 int fl_record_info_get(fl_region *r, uint32_t index, fl_record_info *info)

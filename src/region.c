@@ -382,7 +382,6 @@ void fl_close(fl_region *r)
 {
     if (!r)
         return;
-    fl__buffers_drop_spare(r);
     /* Closing the socket tells the supervisor to release what we still hold. */
     fl__region_unmap(r);
 }
