@@ -413,3 +413,23 @@ int fl_region_info_get(fl_region *r, fl_region_info *info)
     info->same_boot = fl__same_boot(r) ? 1 : 0;
     return 0;
 }
+
+int fl_client_info_get(fl_region *r, uint32_t index, fl_client_info *info)
+{
+    if (!r || !info)
+        return fl__fail(-EINVAL, "fl_client_info_get: NULL argument");
+    if (index == 0 || index >= r->client_capacity)
+        return -ERANGE;
+    memset(info, 0, sizeof *info);
+    struct fl__client *e = &r->clients[index];
+    /* acquire: the supervisor fills the entry before it publishes the state */
+    uint32_t state = atomic_load_explicit(&e->state, memory_order_acquire);
+    if (state != FL__CLIENT_ATTACHED && state != FL__CLIENT_ADOPTED)
+        return -ENOENT;
+    info->index = index;
+    info->pid = atomic_load_explicit(&e->pid, memory_order_relaxed);
+    info->uid = atomic_load_explicit(&e->uid, memory_order_relaxed);
+    info->attached = state == FL__CLIENT_ATTACHED;
+    info->client_id = atomic_load_explicit(&e->client_id, memory_order_relaxed);
+    return 0;
+}

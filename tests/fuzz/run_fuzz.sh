@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Build a libFuzzer harness with clang (ASan + UBSan) and run it for a bounded
+# time on a scratch copy of its corpus.
+#   run_fuzz.sh HARNESS [SECONDS]     e.g. run_fuzz.sh region_open 30
+# FL_FUZZ_SECONDS overrides SECONDS; FL_FUZZ_KEEP=1 merges new inputs into
+# the corpus in the repository.  A crash fails the run and leaves the input
+# in the scratch directory: copy it into corpus/HARNESS/ to keep it as a
+# regression test.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+name=$1
+seconds=${FL_FUZZ_SECONDS:-${2:-30}}
+command -v clang >/dev/null || { echo "run_fuzz: clang is not installed" >&2; exit 1; }
+work=$(mktemp -d /tmp/flfuzz-run.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+clang -g -O1 -std=c11 -D_GNU_SOURCE -mcx16 -fsanitize=fuzzer,address,undefined \
+  -fno-sanitize-recover=all -I"$top/include" -I"$top/src" \
+  "$top"/src/*.c "$here/fuzz_$name.c" -o "$work/fuzz"
+mkdir -p "$work/corpus"
+cp -r "$here/corpus/$name/." "$work/corpus/" 2>/dev/null || true
+cd "$work"
+./fuzz -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  corpus 2>&1 | tail -n 12
+if [ "${FL_FUZZ_KEEP:-0}" = 1 ]; then
+  ./fuzz -merge=1 "$here/corpus/$name" corpus >/dev/null 2>&1
+fi
