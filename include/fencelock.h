@@ -74,6 +74,16 @@ extern "C" {
 /* Greatest token the library will ever hand out (tokens fit a SQL BIGINT). */
 #define FL_TOKEN_MAX ((uint64_t)INT64_MAX)
 
+/* Token layout: epoch << FL_TOKEN_EPOCH_SHIFT | counter.  The epoch (23 bits)
+ * is made durable on disk by fencelockd before any token of it is handed out
+ * and advances at every supervisor start, so tokens stay increasing across
+ * restarts, crashes and reboots; the counter (40 bits) counts acquisitions of
+ * one key within an epoch.  Tokens compare as plain integers. */
+#define FL_TOKEN_EPOCH_SHIFT 40
+#define FL_TOKEN_EPOCH(t) ((uint64_t)(t) >> FL_TOKEN_EPOCH_SHIFT)
+#define FL_TOKEN_COUNTER(t) ((uint64_t)(t) & ((1ull << FL_TOKEN_EPOCH_SHIFT) - 1))
+#define FL_EPOCH_MAX ((1ull << (63 - FL_TOKEN_EPOCH_SHIFT)) - 1)
+
 /* Environment variable naming the region when a program is given none. */
 #define FL_REGION_ENV "FENCELOCK_REGION"
 
@@ -148,8 +158,9 @@ FL_API void fl_close(fl_region *r);
  *   -EBUSY     timeout_ns was 0 and the key is held by an unexpired lease
  *   -ETIMEDOUT the key stayed held for timeout_ns
  *   -ENOSPC    the key is new and the region's lock table is full
- *   -EOVERFLOW the key's token space is spent (FL_TOKEN_MAX reached), or the
- *              deadline does not fit (see CAVEATS)
+ *   -EOVERFLOW the key's token counter is spent for the current epoch (fencelockd
+ *              advances the epoch long before; without a supervisor it cannot),
+ *              or the deadline does not fit (see CAVEATS)
  *   -EPROTO    the region's shared data is corrupt (fl_last_error() says where)
  */
 FL_API int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
@@ -262,6 +273,11 @@ typedef struct fl_region_info {
     uint64_t file_size;       /* bytes */
     uint64_t created_unix_ns; /* wall-clock creation time, for display only */
     uint64_t token_floor;     /* every new token is at least this */
+    uint64_t epoch;           /* FL_TOKEN_EPOCH(token_floor): the current epoch */
+    uint32_t run_state;       /* 0 never served, 1 a supervisor runs (or died), 2 shut down cleanly */
+    uint32_t reserved0;
+    uint64_t started_unix_ns; /* when the last supervisor started (wall clock, display only) */
+    uint64_t clean_unix_ns;   /* when a supervisor last shut down cleanly, 0 if never */
     uint32_t supervisor_pid;  /* last supervisor that served the region, 0 if none */
     int32_t  same_boot;       /* 1 if written during the current boot, else 0 */
     char     boot_id[40];     /* boot the region's leases belong to */

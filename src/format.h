@@ -42,6 +42,10 @@
  *   224 char boot_id[40]     boot the region's leases belong to (NUL-padded);
  *                            written only by the supervisor, before clients of
  *                            a new boot may open the region
+ *   264 u32 run_state        FL__RUN_NEVER / _RUNNING / _CLEAN (supervisor)
+ *   268 u32 reserved
+ *   272 u64 started_unix_ns  last supervisor start (wall clock, display only)
+ *   280 u64 clean_unix_ns    last clean shutdown (wall clock, display only)
  *
  * LOCK SLOT (FL__SLOT_SIZE = 256; the lock-word state machine is in slot.c)
  *   0   u64 state    token << 1 | HELD.  Written together with `lease` by one
@@ -120,6 +124,11 @@
 #define FL__BUF_OWNER_MASK 0xffffull
 #define FL__BUF_GEN_BITS 40
 #define FL__BUF_GEN_MASK ((1ull << FL__BUF_GEN_BITS) - 1)
+
+/* ---- supervisor run state ---- */
+#define FL__RUN_NEVER 0u
+#define FL__RUN_RUNNING 1u /* a supervisor runs, or died without shutting down */
+#define FL__RUN_CLEAN 2u   /* the last supervisor flushed and shut down cleanly */
 
 /* ---- clients ---- */
 #define FL__CLIENT_FREE 0u
@@ -232,7 +241,11 @@ struct fl__header {
     _Atomic uint32_t supervisor_pid;
     _Atomic uint32_t buffer_hint;
     char boot_id[40];
-    char pad[FL__HEADER_SIZE - 264];
+    _Atomic uint32_t run_state;
+    uint32_t reserved2;
+    _Atomic uint64_t started_unix_ns;
+    _Atomic uint64_t clean_unix_ns;
+    char pad[FL__HEADER_SIZE - 288];
 };
 
 #define FL__CHECKSUMMED_BYTES 128u
@@ -255,6 +268,8 @@ _Static_assert(offsetof(struct fl__header, checksum) == 128, "header layout");
 _Static_assert(offsetof(struct fl__header, next_lock) == 192, "header layout");
 _Static_assert(offsetof(struct fl__header, token_floor) == 200, "header layout");
 _Static_assert(offsetof(struct fl__header, boot_id) == 224, "header layout");
+_Static_assert(offsetof(struct fl__header, run_state) == 264, "header layout");
+_Static_assert(offsetof(struct fl__header, clean_unix_ns) == 280, "header layout");
 _Static_assert(sizeof(struct fl__header) == FL__HEADER_SIZE, "header size");
 _Static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4,
                "atomics must be plain words to be shared between processes");

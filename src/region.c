@@ -406,8 +406,13 @@ int fl_region_info_get(fl_region *r, fl_region_info *info)
     info->client_capacity = r->client_capacity - 1;
     info->file_size = r->size;
     info->created_unix_ns = r->hdr->created_unix_ns;
+    /* relaxed: a snapshot for display; nothing is ordered by it */
     info->token_floor = atomic_load_explicit(&r->hdr->token_floor, memory_order_relaxed);
+    info->epoch = FL_TOKEN_EPOCH(info->token_floor);
     info->supervisor_pid = atomic_load_explicit(&r->hdr->supervisor_pid, memory_order_relaxed);
+    info->run_state = atomic_load_explicit(&r->hdr->run_state, memory_order_relaxed);
+    info->started_unix_ns = atomic_load_explicit(&r->hdr->started_unix_ns, memory_order_relaxed);
+    info->clean_unix_ns = atomic_load_explicit(&r->hdr->clean_unix_ns, memory_order_relaxed);
     memcpy(info->boot_id, r->hdr->boot_id, sizeof info->boot_id);
     info->boot_id[sizeof info->boot_id - 1] = '\0';
     info->same_boot = fl__same_boot(r) ? 1 : 0;

@@ -248,8 +248,15 @@ int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout
          * from the CAS on this slot */
         uint64_t floor = atomic_load_explicit(&r->hdr->token_floor, memory_order_relaxed);
         uint64_t next = token + 1 > floor ? token + 1 : floor;
-        if (next > FL_TOKEN_MAX)
-            return fl__fail(-EOVERFLOW, "key \"%s\": token floor beyond FL_TOKEN_MAX", key);
+        /* Never count into an epoch that fencelockd has not made durable:
+         * after a crash it restarts above the durable epoch only (I1). */
+        uint64_t epoch = FL_TOKEN_EPOCH(floor) > FL_TOKEN_EPOCH(token) ? FL_TOKEN_EPOCH(floor)
+                                                                      : FL_TOKEN_EPOCH(token);
+        if (FL_TOKEN_EPOCH(next) > epoch || next > FL_TOKEN_MAX)
+            return fl__fail(-EOVERFLOW,
+                            "key \"%s\": token counter of epoch %llu spent (fencelockd "
+                            "advances the epoch; is it running?)",
+                            key, (unsigned long long)epoch);
         uint64_t nl;
         err = fl__make_lease(r, now, lease_ns, &nl);
         if (err)

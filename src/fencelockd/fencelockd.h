@@ -26,6 +26,26 @@ void log_error(const char *event, const char *message);
 /* Tell systemd (NOTIFY_SOCKET) a state such as "READY=1"; no-op without it. */
 void notify_systemd(const char *state);
 
+/* ---- durable.c: the durable state file (the epoch) ---- */
+/* The default state file of a region: /var/lib/fencelock/NAME.state for
+ * root, $XDG_STATE_HOME/fencelock/NAME.state (or ~/.local/state/...) else. */
+int durable_default_path(const char *region, char *buf, size_t cap);
+/* Read the epoch: 0; -ENOENT when there is no file; -EPROTO when corrupt. */
+int durable_load(const char *path, uint64_t *epoch, char *err, size_t errcap);
+/* Write the epoch durably (temp, fsync, rename, fsync dir): 0 or -errno. */
+int durable_store(const char *path, uint64_t epoch, char *err, size_t errcap);
+
+/* ---- epoch.c: advancing the token epoch ---- */
+/* The greatest epoch found in the region: the floor's and every key's. */
+uint64_t epoch_in_region(fl_region *r);
+/* Make epoch `next` durable, then raise the region's floor to it (and to
+ * min_token).  0, or -errno with the reason in err (the floor is unchanged). */
+int epoch_advance(fl_region *r, const char *state_path, uint64_t next, uint64_t min_token,
+                  char *err, size_t errcap);
+/* Advance the epoch when some key has spent half its counter; 0 if nothing
+ * to do or done, -errno on a failed durable write. */
+int epoch_check_counters(fl_region *r, const char *state_path, char *err, size_t errcap);
+
 /* ---- registry.c: the client table and death reaping ---- */
 struct registry;
 struct registry *registry_new(fl_region *r);

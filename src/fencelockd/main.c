@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
+#include <time.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -44,11 +46,22 @@ static const char usage_text[] =
     "      --clients N          client table size, 1..65535 [1024]\n"
     "      --spare-buffers N    commit buffers beyond one per record, for commits\n"
     "                           in flight [64]\n"
+    "      --state PATH         durable state file holding the token epoch (default:\n"
+    "                           /var/lib/fencelock/NAME.state for root, else\n"
+    "                           $XDG_STATE_HOME/fencelock/NAME.state)\n"
+    "      --min-token N        every new token is greater than N (moving a region\n"
+    "                           to a new file or host: pass its greatest token)\n"
+    "      --flush-interval S   msync the region every S seconds, 0 = only at a\n"
+    "                           clean stop [30] (matters for a region on disk)\n"
     "  -h, --help               show this help\n"
     "      --version            show the version\n"
     "\n"
     "Creation parameters apply to a new region; given for an existing region\n"
     "they must match it, or fencelockd refuses to start.\n"
+    "\n"
+    "Tokens are EPOCH << 40 | COUNTER. At every start fencelockd writes a new\n"
+    "epoch to the state file (fsync) before any token of it is handed out, so\n"
+    "tokens keep increasing across restarts, crashes, power loss and reboots.\n"
     "\n"
     "Signals: SIGTERM or SIGINT stop it cleanly; clients keep working.\n"
     "With $NOTIFY_SOCKET set it reports READY=1 (systemd Type=notify).\n"
@@ -59,6 +72,9 @@ static const char usage_text[] =
 
 struct options {
     const char *region;
+    const char *state;
+    uint64_t min_token;
+    uint32_t flush_interval;
     struct fl__params params;
     bool given[5];
 };
@@ -85,10 +101,14 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"record-size", required_argument, NULL, 'S'},
         {"clients", required_argument, NULL, 'C'},
         {"spare-buffers", required_argument, NULL, 'B'},
+        {"state", required_argument, NULL, 's'},
+        {"min-token", required_argument, NULL, 'm'},
+        {"flush-interval", required_argument, NULL, 'f'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
+    o->flush_interval = 30;
     o->params = (struct fl__params){FL__DEFAULT_LOCKS, FL__DEFAULT_RECORDS,
                                     FL__DEFAULT_RECORD_SIZE, FL__DEFAULT_CLIENTS,
                                     FL__DEFAULT_SPARE_BUFFERS};
@@ -102,6 +122,20 @@ static int parse_args(int argc, char **argv, struct options *o)
         case 'S': err = parse_u32("record-size", optarg, FL__MIN_RECORD_SIZE, FL__MAX_RECORD_SIZE, &o->params.record_size); o->given[2] = true; break;
         case 'C': err = parse_u32("clients", optarg, 1, FL__MAX_CLIENTS, &o->params.clients); o->given[3] = true; break;
         case 'B': err = parse_u32("spare-buffers", optarg, 1, 1u << 20, &o->params.spare_buffers); o->given[4] = true; break;
+        case 's': o->state = optarg; break;
+        case 'm': {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (errno || end == optarg || *end || optarg[0] == '-' || v >= FL_TOKEN_MAX) {
+                fprintf(stderr, "fencelockd: --min-token: '%s' is not a token below %llu\n",
+                        optarg, (unsigned long long)FL_TOKEN_MAX);
+                err = -1;
+            }
+            o->min_token = v;
+            break;
+        }
+        case 'f': err = parse_u32("flush-interval", optarg, 0, 86400, &o->flush_interval); break;
         case 'h': fputs(usage_text, stdout); exit(0);
         case 'V': printf("fencelockd %d.%d.%d\n", FL_VERSION_MAJOR, FL_VERSION_MINOR, FL_VERSION_PATCH); exit(0);
         default: fputs("Try 'fencelockd --help'.\n", stderr); return -1;
@@ -137,6 +171,13 @@ static int check_params(const fl_region *r, const struct options *o)
             return -1;
         }
     return 0;
+}
+
+static uint64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts); /* display only, never for leases */
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static void make_parent_dir(const char *path)
@@ -215,6 +256,53 @@ static void adopt_boot(fl_region *r)
     log_end();
 }
 
+/* Log what the last run left, then start a new epoch above every token that
+ * may ever have been handed out (see epoch.c). */
+static int start_epoch(fl_region *r, const struct options *o, const char *state_path)
+{
+    uint32_t run = atomic_load_explicit(&r->hdr->run_state, memory_order_relaxed);
+    const char *found = run == FL__RUN_CLEAN     ? "clean_shutdown"
+                        : run == FL__RUN_RUNNING ? "unclean_shutdown"
+                                                 : "never_served";
+    char err[4400];
+    uint64_t durable = 0;
+    int rc = durable_load(state_path, &durable, err, sizeof err);
+    if (rc == -ENOENT) {
+        log_begin("warn", "no_durable_state");
+        log_str("state_file", state_path);
+        log_str("message", "no state file: starting above the tokens found in the region");
+        log_end();
+    } else if (rc) {
+        log_error("state_invalid", err);
+        return -1;
+    }
+    uint64_t in_region = epoch_in_region(r);
+    uint64_t base = durable > in_region ? durable : in_region;
+    if (FL_TOKEN_EPOCH(o->min_token) > base)
+        base = FL_TOKEN_EPOCH(o->min_token);
+    log_begin("info", "found");
+    log_str("region", r->path);
+    log_str("last_run", found);
+    log_u64("durable_epoch", durable);
+    log_u64("region_epoch", in_region);
+    log_end();
+    if (epoch_advance(r, state_path, base + 1, o->min_token + (o->min_token ? 1 : 0), err,
+                      sizeof err) != 0) {
+        log_error("epoch_not_durable", err);
+        return -1;
+    }
+    atomic_store_explicit(&r->hdr->started_unix_ns, wall_ns(), memory_order_relaxed);
+    atomic_store_explicit(&r->hdr->run_state, FL__RUN_RUNNING, memory_order_relaxed);
+    return 0;
+}
+
+/* Write the mapping back to its file (a no-op on tmpfs). */
+static void flush_region(fl_region *r)
+{
+    if (msync(r->base, r->size, MS_SYNC) != 0)
+        log_error("flush_failed", strerror(errno));
+}
+
 static int listen_socket(const char *region_path)
 {
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
@@ -274,6 +362,17 @@ int main(int argc, char **argv)
         return EXIT_BUSY;
     }
     adopt_boot(r);
+    char state_path[4096];
+    if (o.state)
+        snprintf(state_path, sizeof state_path, "%s", o.state);
+    else if (durable_default_path(path, state_path, sizeof state_path) != 0) {
+        log_error("no_state_path", "cannot choose a state file (no HOME); give --state PATH");
+        return EXIT_REGION;
+    }
+    if (start_epoch(r, &o, state_path) != 0) {
+        fl__region_unmap(r);
+        return EXIT_REGION;
+    }
     struct registry *g = registry_new(r);
     if (!g) {
         log_error("out_of_memory", "cannot allocate the client registry");
@@ -295,6 +394,9 @@ int main(int argc, char **argv)
     log_u64("record_size", p.record_size);
     log_u64("clients", p.clients);
     log_u64("token_floor", atomic_load_explicit(&r->hdr->token_floor, memory_order_relaxed));
+    log_u64("epoch", FL_TOKEN_EPOCH(atomic_load_explicit(&r->hdr->token_floor,
+                                                         memory_order_relaxed)));
+    log_str("state_file", state_path);
     log_end();
     notify_systemd("READY=1");
 
@@ -303,7 +405,20 @@ int main(int argc, char **argv)
     if (!fds)
         return 1;
     int status = 0;
+    uint64_t last_flush = fl__monotonic_ns(NULL), last_tick = last_flush;
     for (;;) {
+        uint64_t now = fl__monotonic_ns(NULL);
+        if (now - last_tick >= 1000000000ull) {
+            last_tick = now;
+            registry_tick(g);
+            char err[4400];
+            if (epoch_check_counters(r, state_path, err, sizeof err) != 0)
+                log_error("epoch_not_durable", err);
+            if (o.flush_interval && now - last_flush >= o.flush_interval * 1000000000ull) {
+                last_flush = now;
+                flush_region(r);
+            }
+        }
         fds[0] = (struct pollfd){.fd = sfd, .events = POLLIN};
         fds[1] = (struct pollfd){.fd = lfd, .events = POLLIN};
         int n = registry_pollfds(g, fds + 2, max - 2);
@@ -313,10 +428,8 @@ int main(int argc, char **argv)
             status = 1;
             break;
         }
-        if (rc <= 0) {
-            registry_tick(g);
+        if (rc <= 0)
             continue;
-        }
         if (fds[0].revents) {
             struct signalfd_siginfo si;
             if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
@@ -339,6 +452,11 @@ int main(int argc, char **argv)
     char sock[4200];
     if (fl__socket_path(path, sock, sizeof sock) == 0)
         unlink(sock);
+    /* Clean shutdown: everything on disk first, then say so. */
+    flush_region(r);
+    atomic_store_explicit(&r->hdr->clean_unix_ns, wall_ns(), memory_order_relaxed);
+    atomic_store_explicit(&r->hdr->run_state, FL__RUN_CLEAN, memory_order_relaxed);
+    flush_region(r);
     close(lfd);
     free(fds);
     registry_free(g);

@@ -12,6 +12,7 @@ for _ in $(seq 1 400); do grep -q '"event":"start"' "$dir/log" && break; sleep 0
 grep -q '"event":"start"' "$dir/log" || { cat "$dir/log"; exit 1; }
 out=$("$build/examples/seed_demo")
 echo "$out"
-grep -q 'commit with token 1 -> ESTALE' <<<"$out"
-grep -q 'holds "frame rendered by B", written with token 2' <<<"$out"
+grep -Eq 'A +commit with token [0-9]+ -> ESTALE' <<<"$out"
+grep -Eq 'B +commit with token [0-9]+ -> accepted' <<<"$out"
+grep -q 'holds "frame rendered by B"' <<<"$out"
 "$build/fencelock" status >/dev/null

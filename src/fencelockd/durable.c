@@ -1,0 +1,173 @@
+/*
+ * durable.c - the durable state file: the one fact that must survive a host
+ * crash, power loss or reboot for tokens to stay increasing (I1): the
+ * greatest token epoch that may have been handed out.
+ *
+ * The region itself lives on tmpfs (a reboot empties it) or, if on disk, may
+ * come back from a crash as whatever the page cache had written.  So before
+ * any token of epoch E is handed out, E is written here durably: to a
+ * temporary file, fsync, rename over the old file, fsync the directory.  A
+ * failed fsync is fatal for that write: the epoch is not used, and the
+ * write is never retried as if it had succeeded (after a failed fsync the
+ * kernel may have dropped the dirty pages and cleared the error).
+ *
+ * The format is text, for operators to read (never to lower):
+ *   fencelock-state 1
+ *   epoch 17
+ *   checksum 5c1c5a0e8f4b2a11
+ * checksum is FNV-1a 64 of the first two lines, newlines included.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fencelockd.h"
+
+int durable_default_path(const char *region, char *buf, size_t cap)
+{
+    char dir[4096];
+    if (getuid() == 0) {
+        snprintf(dir, sizeof dir, "/var/lib/fencelock");
+    } else {
+        const char *xdg = getenv("XDG_STATE_HOME");
+        const char *home = getenv("HOME");
+        if (xdg && *xdg)
+            snprintf(dir, sizeof dir, "%s/fencelock", xdg);
+        else if (home && *home)
+            snprintf(dir, sizeof dir, "%s/.local/state/fencelock", home);
+        else
+            return -ENOENT;
+    }
+    /* One state file per region path: readable name plus a hash of the path. */
+    char name[96];
+    size_t n = 0;
+    for (const char *p = region; *p && n < 60; p++)
+        if (*p != '/' || n > 0)
+            name[n++] = (char)((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                                       (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'
+                                   ? *p
+                                   : '_');
+    name[n] = '\0';
+    int w = snprintf(buf, cap, "%s/%s-%08llx.state", dir, name,
+                     (unsigned long long)(fl__checksum(region, strlen(region)) & 0xffffffffu));
+    return w < 0 || (size_t)w >= cap ? -ENAMETOOLONG : 0;
+}
+
+static void body(char *out, size_t cap, uint64_t epoch)
+{
+    snprintf(out, cap, "fencelock-state 1\nepoch %llu\n", (unsigned long long)epoch);
+}
+
+int durable_load(const char *path, uint64_t *epoch, char *err, size_t errcap)
+{
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        int e = errno;
+        snprintf(err, errcap, "cannot read state file %s: %s", path, strerror(e));
+        return -e;
+    }
+    char text[512];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    unsigned long long e = 0, sum = 0;
+    int version = 0;
+    if (sscanf(text, "fencelock-state %d\nepoch %llu\nchecksum %llx\n", &version, &e, &sum) != 3 ||
+        version != 1) {
+        snprintf(err, errcap, "state file %s is not a fencelock state file (version 1)", path);
+        return -EPROTO;
+    }
+    char want[128];
+    body(want, sizeof want, e);
+    if (fl__checksum(want, strlen(want)) != sum || strncmp(text, want, strlen(want)) != 0) {
+        snprintf(err, errcap, "state file %s is corrupt (checksum mismatch); refusing to guess "
+                              "an epoch: restore it or start with --min-token", path);
+        return -EPROTO;
+    }
+    *epoch = e;
+    return 0;
+}
+
+static int mkdir_parents(char *dir)
+{
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        int rc = mkdir(dir, 0755);
+        *p = '/';
+        if (rc != 0 && errno != EEXIST)
+            return -errno;
+    }
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+int durable_store(const char *path, uint64_t epoch, char *err, size_t errcap)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) {
+        snprintf(dir, sizeof dir, ".");
+    } else if (slash == dir) {
+        dir[1] = '\0';
+    } else {
+        *slash = '\0';
+    }
+    int rc = mkdir_parents(dir);
+    if (rc) {
+        snprintf(err, errcap, "cannot create directory %s: %s", dir, strerror(-rc));
+        return rc;
+    }
+    char tmp[4200], text[256];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    body(text, sizeof text, epoch);
+    size_t len = strlen(text);
+    snprintf(text + len, sizeof text - len, "checksum %016llx\n",
+             (unsigned long long)fl__checksum(text, len));
+    len = strlen(text);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = -errno;
+        snprintf(err, errcap, "cannot create %s: %s", tmp, strerror(errno));
+        return rc;
+    }
+    const char *step = "write";
+    if (write(fd, text, len) != (ssize_t)len)
+        goto fail;
+    step = "fsync";
+    if (fsync(fd) != 0)
+        goto fail;
+    step = "close";
+    if (close(fd) != 0) {
+        fd = -1;
+        goto fail;
+    }
+    fd = -1;
+    step = "rename";
+    if (rename(tmp, path) != 0)
+        goto fail;
+    step = "fsync of the directory";
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || fsync(dfd) != 0) {
+        rc = -errno;
+        if (dfd >= 0)
+            close(dfd);
+        snprintf(err, errcap, "%s of %s failed: %s", step, dir, strerror(-rc));
+        return rc;
+    }
+    close(dfd);
+    return 0;
+fail:
+    rc = errno ? -errno : -EIO;
+    snprintf(err, errcap, "%s of state file %s failed: %s", step, tmp, strerror(-rc));
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+    return rc;
+}
