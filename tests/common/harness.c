@@ -96,10 +96,21 @@ int th_daemon_start(th_daemon *d, const char *region, const char *const *extra)
         if (lfd >= 0)
             dup2(lfd, 2);
         setenv("NOTIFY_SOCKET", sock, 1);
-        const char *argv[32] = {FENCELOCKD_PATH, "--region", region};
+        /* The durable state file goes beside the region, not under /var/lib,
+         * unless the test names one. */
+        char state[600];
+        snprintf(state, sizeof state, "%s.state", region);
+        const char *argv[34] = {FENCELOCKD_PATH, "--region", region};
         int n = 3;
-        for (int i = 0; extra && extra[i] && n < 31; i++)
+        bool has_state = false;
+        for (int i = 0; extra && extra[i] && n < 31; i++) {
+            has_state |= strcmp(extra[i], "--state") == 0;
             argv[n++] = extra[i];
+        }
+        if (!has_state) {
+            argv[n++] = "--state";
+            argv[n++] = state;
+        }
         argv[n] = NULL;
         execv(FENCELOCKD_PATH, (char *const *)argv);
         perror("exec fencelockd");

@@ -26,7 +26,8 @@ typedef struct th_daemon {
 
 /* Start fencelockd on region (extra: NULL-terminated extra arguments, may be
  * NULL) and wait until it reports READY=1.  Its stderr goes to
- * region + ".log".  Returns 0, or -1 if it exited or did not get ready. */
+ * region + ".log"; its durable state file is region + ".state" unless extra
+ * has --state.  Returns 0, or -1 if it exited or did not get ready. */
 int th_daemon_start(th_daemon *d, const char *region, const char *const *extra);
 /* Send sig (SIGKILL, SIGTERM) and reap it.  Returns its wait status. */
 int th_daemon_stop(th_daemon *d, int sig);

@@ -5,7 +5,7 @@ set -euo pipefail
 build=$1
 dir=$(mktemp -d /tmp/fl-demo.XXXXXX)
 export FENCELOCK_REGION=$dir/region
-"$build/fencelockd" 2>"$dir/log" &
+"$build/fencelockd" --state "$dir/state" 2>"$dir/log" &
 daemon=$!
 trap 'kill -KILL $daemon 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 1 400); do grep -q '"event":"start"' "$dir/log" && break; sleep 0.05; done
