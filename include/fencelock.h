@@ -237,6 +237,42 @@ FL_API int fl_commit_u64(fl_region *r, const fl_lease *lease, const char *record
                          uint64_t value, unsigned flags, uint64_t *accepted);
 FL_API int fl_read_u64(fl_region *r, const char *record, uint64_t *value, uint64_t *fence);
 
+/* ---- Keepalive ----------------------------------------------------------- */
+
+typedef struct fl_keepalive fl_keepalive; /* opaque: one lease kept renewed */
+
+/* Called on the keepalive thread when a kept lease is lost; err is -ESTALE
+ * (ownership lost) or another error of fl_renew().  Keep it short: it delays
+ * the renewal of the other leases. */
+typedef void (*fl_lost_fn)(void *arg, const fl_lease *lease, int err);
+
+/* Keep lease renewed, each renewal extending it to now + lease_ns, from a
+ * background thread of this region handle (started on first use).  A
+ * renewal happens when a third of the lease has passed.  When a renewal
+ * fails the lease is lost: fl_keepalive_fd() becomes readable, on_lost (if
+ * not NULL) is called, and fl_keepalive_status() returns the error.  A
+ * process stopped past its lease (the case fencing is for) learns of the
+ * loss as soon as it runs again.  Every keepalive must be stopped before
+ * fl_close().
+ * Errors: -EINVAL (NULL argument, lease_ns < 3 us, read-only handle);
+ *   -ESTALE (the lease is not current now); -ENOMEM, -EMFILE, -EAGAIN. */
+FL_API int fl_keepalive_start(fl_region *r, const fl_lease *lease, uint64_t lease_ns,
+                              fl_lost_fn on_lost, void *arg, fl_keepalive **out);
+
+/* A file descriptor (an eventfd, owned by k) that becomes readable when the
+ * lease is lost, for poll/epoll loops.  -EINVAL for NULL. */
+FL_API int fl_keepalive_fd(const fl_keepalive *k);
+
+/* 0 while the lease is kept, else the error that lost it (-ESTALE).  If lease
+ * is not NULL it receives the lease with its latest deadline.  -EINVAL for NULL. */
+FL_API int fl_keepalive_status(const fl_keepalive *k, fl_lease *lease);
+
+/* Stop renewing and free k (its fd is closed).  lease, if not NULL, receives
+ * the lease with its latest deadline, for fl_release().  Returns 0, or the
+ * error that had lost the lease (-ESTALE); -EINVAL for NULL.  May block for an
+ * RCU grace period (microseconds); never call it from on_lost. */
+FL_API int fl_keepalive_stop(fl_keepalive *k, fl_lease *lease);
+
 /* ---- Errors and paths ---------------------------------------------------- */
 
 /* A static message for a negative (or positive) errno value; never NULL. */

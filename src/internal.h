@@ -6,6 +6,7 @@
 #define FL_INTERNAL_H
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -49,6 +50,11 @@ struct fl_region {
      * reused by its next key creation instead of leaking (keys.c). 0 = none,
      * else index + 1. */
     _Atomic uint32_t spare_slot, spare_record;
+    /* The keepalive thread and its lease list (keepalive.c), created on
+     * first use under keeper_lock. */
+    struct fl__keeper *keeper;
+    pthread_mutex_t keeper_lock;
+
     /* The buffer this handle last replaced or gave back, tried first by its
      * next commit (record.c): index + 1, a hint, never a holding. */
     _Atomic uint32_t buffer_hint;
@@ -160,6 +166,10 @@ struct fl__reply {
     uint64_t client_id;
     uint64_t dev, ino; /* the region file the supervisor serves */
 };
+
+/* ---- keepalive.c ---- */
+/* Stop the handle's keepalive thread (fl_close). */
+void fl__keepalive_shutdown(fl_region *r);
 
 /* ---- record.c ---- */
 /* Release staging buffers of a dead client and publish those its commit had

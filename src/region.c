@@ -227,6 +227,7 @@ int fl__region_map(const char *path, bool readonly, fl_region **out)
     r->readonly = readonly;
     r->clock = fl__monotonic_ns;
     r->pid = (uint32_t)getpid();
+    pthread_mutex_init(&r->keeper_lock, NULL);
     int err = 0;
     if (strlen(path) >= sizeof r->path) {
         err = fl__fail(-ENAMETOOLONG, "region path too long");
@@ -291,6 +292,7 @@ int fl__region_map(const char *path, bool readonly, fl_region **out)
 fail:
     if (r->fd >= 0)
         close(r->fd);
+    pthread_mutex_destroy(&r->keeper_lock);
     free(r);
     return err;
 }
@@ -305,6 +307,7 @@ void fl__region_unmap(fl_region *r)
         close(r->fd);
     if (r->sock >= 0)
         close(r->sock);
+    pthread_mutex_destroy(&r->keeper_lock);
     free(r);
 }
 
@@ -382,6 +385,7 @@ void fl_close(fl_region *r)
 {
     if (!r)
         return;
+    fl__keepalive_shutdown(r);
     /* Closing the socket tells the supervisor to release what we still hold. */
     fl__region_unmap(r);
 }

@@ -16,7 +16,7 @@ work=$(mktemp -d /tmp/flfuzz-run.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 clang -g -O1 -std=c11 -D_GNU_SOURCE -mcx16 -fsanitize=fuzzer,address,undefined \
   -fno-sanitize-recover=all -I"$top/include" -I"$top/src" \
-  "$top"/src/*.c "$here/fuzz_$name.c" -o "$work/fuzz"
+  "$top"/src/*.c "$here/fuzz_$name.c" -o "$work/fuzz" -lurcu-memb -lurcu-common -lpthread
 mkdir -p "$work/corpus"
 cp -r "$here/corpus/$name/." "$work/corpus/" 2>/dev/null || true
 cd "$work"

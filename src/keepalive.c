@@ -1,0 +1,265 @@
+/*
+ * keepalive.c - keeping leases renewed from a background thread, and telling
+ * the application when one is lost.
+ *
+ * One keeper thread per region handle, started with the first keepalive,
+ * renews every kept lease a third of its lease length before it would end.
+ * Application threads add and remove leases while the keeper walks them: the
+ * set is an RCU-protected list (liburcu, membarrier flavour), so the keeper
+ * never takes a lock that an application thread holds and vice versa; an
+ * entry is freed only after a grace period, when the keeper can no longer be
+ * looking at it.  RCU is per process: nothing here is in the shared region.
+ *
+ * Loss is reported three ways, for three kinds of program: fl_keepalive_fd()
+ * (an eventfd that becomes readable: poll/epoll loops), the on_lost callback
+ * (called on the keeper thread), and fl_keepalive_status().
+ *
+ * A process stopped past its lease (SIGSTOP, the case fencing exists for)
+ * stops its keeper too: when it resumes, the keeper's renewal fails with
+ * -ESTALE and the loss is reported, never hidden.
+ */
+#define _LGPL_SOURCE
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+#include <urcu/rculist.h>
+#include <urcu/urcu-memb.h>
+
+#include "internal.h"
+
+struct fl_keepalive {
+    struct cds_list_head node; /* in keeper->leases, RCU-protected */
+    fl_region *r;
+    uint64_t token;
+    uint32_t slot;
+    uint32_t flags;
+    uint64_t lease_ns;
+    _Atomic uint64_t deadline_ns; /* latest deadline the keeper obtained */
+    _Atomic int lost;             /* 0, or the error that ended the lease */
+    int efd;
+    fl_lost_fn on_lost;
+    void *arg;
+};
+
+struct fl__keeper {
+    pthread_t thread;
+    pthread_mutex_t lock; /* serializes writers of the list; the keeper never takes it to read */
+    pthread_cond_t wake;  /* a lease was added, or stop */
+    struct cds_list_head leases;
+    bool stop;
+    uint64_t generation; /* bumped on every add, under lock */
+};
+
+static uint64_t fl__renew_at(const struct fl_keepalive *k)
+{
+    /* renew when two thirds of the lease are left... a third has passed */
+    uint64_t d = atomic_load_explicit(&k->deadline_ns, memory_order_relaxed);
+    uint64_t margin = k->lease_ns / 3 * 2;
+    return d > margin ? d - margin : 0;
+}
+
+static void fl__report_loss(struct fl_keepalive *k, int err)
+{
+    int expected = 0;
+    /* relaxed: the eventfd write and the callback are the synchronization the
+     * application sees; the flag only makes the report happen once */
+    if (!atomic_compare_exchange_strong_explicit(&k->lost, &expected, err, memory_order_relaxed,
+                                                 memory_order_relaxed))
+        return;
+    uint64_t one = 1;
+    if (write(k->efd, &one, sizeof one) != sizeof one) { /* cannot fail on an eventfd */
+    }
+    if (k->on_lost) {
+        fl_lease l = {.token = k->token,
+                      .deadline_ns = atomic_load_explicit(&k->deadline_ns, memory_order_relaxed),
+                      .slot = k->slot,
+                      .flags = k->flags};
+        k->on_lost(k->arg, &l, err);
+    }
+}
+
+static void *fl__keeper_main(void *arg)
+{
+    fl_region *r = arg;
+    struct fl__keeper *kp = r->keeper;
+    urcu_memb_register_thread();
+    pthread_mutex_lock(&kp->lock);
+    while (!kp->stop) {
+        uint64_t seen = kp->generation;
+        pthread_mutex_unlock(&kp->lock);
+        uint64_t now = fl__now(r), next = now + 1000000000ull; /* idle: look again in 1 s */
+        urcu_memb_read_lock();
+        struct fl_keepalive *k;
+        cds_list_for_each_entry_rcu(k, &kp->leases, node) {
+            if (atomic_load_explicit(&k->lost, memory_order_relaxed))
+                continue;
+            uint64_t due = fl__renew_at(k);
+            if (due <= now) {
+                fl_lease l = {.token = k->token,
+                              .deadline_ns = atomic_load_explicit(&k->deadline_ns,
+                                                                  memory_order_relaxed),
+                              .slot = k->slot};
+                int err = fl_renew(r, &l, k->lease_ns);
+                if (err) {
+                    fl__report_loss(k, err);
+                    continue;
+                }
+                atomic_store_explicit(&k->deadline_ns, l.deadline_ns, memory_order_relaxed);
+                due = fl__renew_at(k);
+            }
+            if (due < next)
+                next = due;
+        }
+        urcu_memb_read_unlock();
+        pthread_mutex_lock(&kp->lock);
+        if (kp->stop || kp->generation != seen)
+            continue; /* a lease was added while we walked: walk again */
+        struct timespec ts = {.tv_sec = (time_t)(next / 1000000000ull),
+                              .tv_nsec = (long)(next % 1000000000ull)};
+        /* The condvar runs on CLOCK_MONOTONIC (see fl__keeper_get), the
+         * clock of lease deadlines. */
+        pthread_cond_timedwait(&kp->wake, &kp->lock, &ts);
+    }
+    pthread_mutex_unlock(&kp->lock);
+    urcu_memb_unregister_thread();
+    return NULL;
+}
+
+/* The handle's keeper, started on first use. */
+static int fl__keeper_get(fl_region *r, struct fl__keeper **out)
+{
+    pthread_mutex_lock(&r->keeper_lock);
+    int err = 0;
+    if (!r->keeper) {
+        struct fl__keeper *kp = calloc(1, sizeof *kp);
+        if (!kp) {
+            err = -ENOMEM;
+            goto out;
+        }
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&kp->wake, &ca);
+        pthread_condattr_destroy(&ca);
+        pthread_mutex_init(&kp->lock, NULL);
+        CDS_INIT_LIST_HEAD(&kp->leases);
+        r->keeper = kp;
+        int rc = pthread_create(&kp->thread, NULL, fl__keeper_main, r);
+        if (rc) {
+            r->keeper = NULL;
+            pthread_cond_destroy(&kp->wake);
+            pthread_mutex_destroy(&kp->lock);
+            free(kp);
+            err = -rc;
+            goto out;
+        }
+    }
+    *out = r->keeper;
+out:
+    pthread_mutex_unlock(&r->keeper_lock);
+    return err;
+}
+
+int fl_keepalive_start(fl_region *r, const fl_lease *lease, uint64_t lease_ns, fl_lost_fn on_lost,
+                       void *arg, fl_keepalive **out)
+{
+    fl__clear_error();
+    if (!r || !lease || !out)
+        return fl__fail(-EINVAL, "fl_keepalive_start: NULL argument");
+    if (r->readonly)
+        return fl__fail(-EINVAL, "fl_keepalive_start: read-only region handle");
+    if (lease_ns < 3000)
+        return fl__fail(-EINVAL, "fl_keepalive_start: lease_ns must be at least 3 us");
+    int err = fl_check(r, lease);
+    if (err)
+        return err;
+    struct fl_keepalive *k = calloc(1, sizeof *k);
+    if (!k)
+        return fl__fail(-ENOMEM, "out of memory");
+    k->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (k->efd < 0) {
+        err = fl__fail(-errno, "eventfd: %s", strerror(errno));
+        free(k);
+        return err;
+    }
+    k->r = r;
+    k->token = lease->token;
+    k->slot = lease->slot;
+    k->flags = lease->flags;
+    k->lease_ns = lease_ns;
+    atomic_init(&k->deadline_ns, lease->deadline_ns);
+    atomic_init(&k->lost, 0);
+    k->on_lost = on_lost;
+    k->arg = arg;
+    struct fl__keeper *kp;
+    err = fl__keeper_get(r, &kp);
+    if (err) {
+        close(k->efd);
+        free(k);
+        return fl__fail(err, "cannot start the keepalive thread");
+    }
+    pthread_mutex_lock(&kp->lock);
+    cds_list_add_rcu(&k->node, &kp->leases);
+    kp->generation++;
+    pthread_cond_signal(&kp->wake);
+    pthread_mutex_unlock(&kp->lock);
+    *out = k;
+    return 0;
+}
+
+int fl_keepalive_fd(const fl_keepalive *k) { return k ? k->efd : -EINVAL; }
+
+int fl_keepalive_status(const fl_keepalive *k, fl_lease *lease)
+{
+    if (!k)
+        return fl__fail(-EINVAL, "fl_keepalive_status: NULL argument");
+    if (lease) {
+        lease->token = k->token;
+        lease->deadline_ns = atomic_load_explicit(&k->deadline_ns, memory_order_relaxed);
+        lease->slot = k->slot;
+        lease->flags = k->flags;
+    }
+    int lost = atomic_load_explicit(&k->lost, memory_order_relaxed);
+    return lost ? fl__fail(lost, "the kept-alive lease was lost") : 0;
+}
+
+int fl_keepalive_stop(fl_keepalive *k, fl_lease *lease)
+{
+    if (!k)
+        return fl__fail(-EINVAL, "fl_keepalive_stop: NULL argument");
+    struct fl__keeper *kp = k->r->keeper;
+    pthread_mutex_lock(&kp->lock);
+    cds_list_del_rcu(&k->node);
+    pthread_mutex_unlock(&kp->lock);
+    /* After the grace period the keeper is no longer looking at k. */
+    urcu_memb_synchronize_rcu();
+    int err = fl_keepalive_status(k, lease);
+    close(k->efd);
+    free(k);
+    return err;
+}
+
+void fl__keepalive_shutdown(fl_region *r)
+{
+    struct fl__keeper *kp = r->keeper;
+    if (!kp)
+        return;
+    pthread_mutex_lock(&kp->lock);
+    kp->stop = true;
+    pthread_cond_signal(&kp->wake);
+    pthread_mutex_unlock(&kp->lock);
+    pthread_join(kp->thread, NULL);
+    /* Leases still kept are the caller's leak to fix; free them anyway. */
+    struct fl_keepalive *k, *tmp;
+    cds_list_for_each_entry_safe(k, tmp, &kp->leases, node) {
+        close(k->efd);
+        free(k);
+    }
+    pthread_cond_destroy(&kp->wake);
+    pthread_mutex_destroy(&kp->lock);
+    free(kp);
+    r->keeper = NULL;
+}

@@ -1,0 +1,216 @@
+/*
+ * keepalive.c - leases kept renewed by the library's background thread, and
+ * their loss reported through the fd, the callback and the status.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fencelock.h"
+#include "harness.h"
+
+static th_daemon daemon_;
+static char region[512];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(region, sizeof region, "%s", th_path("region"));
+    return th_daemon_start(&daemon_, region, NULL);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    th_daemon_stop(&daemon_, SIGTERM);
+    return 0;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A 200 ms lease outlives ten lease lengths while kept alive. */
+static void test_kept_lease_survives(void **state)
+{
+    (void)state;
+    fl_region *r;
+    assert_int_equal(fl_open(region, &r), 0);
+    fl_lease l;
+    assert_int_equal(fl_acquire(r, "kept", 200 * TH_MS, 0, &l), 0);
+    fl_keepalive *k;
+    assert_int_equal(fl_keepalive_start(r, &l, 200 * TH_MS, NULL, NULL, &k), 0);
+    uint64_t end = th_now_ns() + 2 * TH_S;
+    while (th_now_ns() < end) {
+        /* the point is that time passes; the lease must stay current */
+        assert_int_equal(fl_check(r, &l), 0);
+        sleep_ms(20);
+    }
+    fl_lease now;
+    assert_int_equal(fl_keepalive_stop(k, &now), 0);
+    assert_true(now.deadline_ns > l.deadline_ns);
+    assert_int_equal(fl_release(r, &now), 0);
+    fl_close(r);
+}
+
+struct lost_note {
+    int calls, err;
+};
+
+static void on_lost(void *arg, const fl_lease *lease, int err)
+{
+    (void)lease;
+    struct lost_note *n = arg;
+    n->calls++;
+    n->err = err;
+}
+
+/* The child keeps a lease alive, is stopped past it, and on resuming learns
+ * of the loss through the fd, the callback and the status (I4: no holder
+ * goes on believing it holds). */
+static int keeper_child(void *arg, int in, int out)
+{
+    (void)arg;
+    fl_region *r;
+    if (fl_open(region, &r) != 0)
+        return 1;
+    fl_lease l;
+    if (fl_acquire(r, "paused", 300 * TH_MS, 0, &l) != 0)
+        return 2;
+    struct lost_note note = {0};
+    fl_keepalive *k;
+    if (fl_keepalive_start(r, &l, 300 * TH_MS, on_lost, &note, &k) != 0)
+        return 3;
+    char line[64];
+    snprintf(line, sizeof line, "holding %llu", (unsigned long long)l.token);
+    th_send(out, line);
+    struct pollfd p = {.fd = fl_keepalive_fd(k), .events = POLLIN};
+    int rc = poll(&p, 1, 30000);
+    (void)in;
+    int status = fl_keepalive_status(k, NULL);
+    snprintf(line, sizeof line, "poll %d status %s calls %d err %s", rc, fl_err_name(status),
+             note.calls, fl_err_name(note.err));
+    th_send(out, line);
+    fl_lease last;
+    fl_keepalive_stop(k, &last);
+    fl_close(r);
+    return 0;
+}
+
+static void test_loss_reported_after_pause(void **state)
+{
+    (void)state;
+    th_child c;
+    assert_int_equal(th_child_start(&c, keeper_child, NULL), 0);
+    char line[128];
+    assert_int_equal(th_recv(c.from_child, line, sizeof line, 10000), 0);
+    unsigned long long old = 0;
+    assert_int_equal(sscanf(line, "holding %llu", &old), 1);
+    kill(c.pid, SIGSTOP);
+    assert_true(th_wait_stopped(c.pid, 5000));
+    fl_region *r;
+    assert_int_equal(fl_open(region, &r), 0);
+    fl_lease l;
+    /* Waits for the stopped child's lease to run out, then takes over. */
+    assert_int_equal(fl_acquire(r, "paused", 10 * TH_S, 10 * (int64_t)TH_S, &l), 0);
+    assert_true(l.token > old);
+    assert_true(l.flags & FL_LEASE_EXPIRED);
+    kill(c.pid, SIGCONT);
+    assert_int_equal(th_recv(c.from_child, line, sizeof line, 10000), 0);
+    assert_string_equal(line, "poll 1 status ESTALE calls 1 err ESTALE");
+    assert_int_equal(fl_check(r, &l), 0); /* the loser's keeper did not disturb us */
+    fl_release(r, &l);
+    fl_close(r);
+    int st = th_child_wait(&c, 10000);
+    assert_int_equal(st, 0);
+}
+
+struct churn {
+    fl_region *r;
+    int id;
+    int failures;
+};
+
+static void *churn_thread(void *arg)
+{
+    struct churn *c = arg;
+    for (int i = 0; i < 200; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "churn-%d-%d", c->id, i % 4);
+        fl_lease l;
+        if (fl_acquire(c->r, key, 50 * TH_MS, 0, &l) != 0) {
+            c->failures++;
+            continue;
+        }
+        fl_keepalive *k;
+        if (fl_keepalive_start(c->r, &l, 50 * TH_MS, NULL, NULL, &k) != 0) {
+            c->failures++;
+            continue;
+        }
+        if (i % 16 == 0)
+            sleep_ms(60); /* longer than the lease: only the keeper saves it */
+        fl_lease now;
+        if (fl_keepalive_stop(k, &now) != 0 || fl_release(c->r, &now) != 0)
+            c->failures++;
+    }
+    return NULL;
+}
+
+/* Threads add and remove kept leases while the keeper walks the list (RCU). */
+static void test_threads_churn(void **state)
+{
+    (void)state;
+    fl_region *r;
+    assert_int_equal(fl_open(region, &r), 0);
+    pthread_t t[4];
+    struct churn c[4];
+    for (int i = 0; i < 4; i++) {
+        c[i] = (struct churn){r, i, 0};
+        pthread_create(&t[i], NULL, churn_thread, &c[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(c[i].failures, 0);
+    }
+    fl_close(r);
+}
+
+static void test_bad_arguments(void **state)
+{
+    (void)state;
+    fl_region *r;
+    assert_int_equal(fl_open(region, &r), 0);
+    fl_lease l;
+    assert_int_equal(fl_acquire(r, "args", TH_S, 0, &l), 0);
+    fl_keepalive *k;
+    assert_int_equal(fl_keepalive_start(NULL, &l, TH_S, NULL, NULL, &k), -EINVAL);
+    assert_int_equal(fl_keepalive_start(r, &l, 10, NULL, NULL, &k), -EINVAL);
+    assert_int_equal(fl_release(r, &l), 0);
+    assert_int_equal(fl_keepalive_start(r, &l, TH_S, NULL, NULL, &k), -ESTALE);
+    assert_int_equal(fl_keepalive_fd(NULL), -EINVAL);
+    fl_close(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kept_lease_survives),
+        cmocka_unit_test(test_loss_reported_after_pause),
+        cmocka_unit_test(test_threads_churn),
+        cmocka_unit_test(test_bad_arguments),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
