@@ -295,6 +295,9 @@ FL_API int fl_default_region_path(char *buf, size_t cap);
  * else 0. */
 FL_API int fl_region_registered(const fl_region *r);
 
+/* The path of the region file this handle maps (never NULL; "" for NULL). */
+FL_API const char *fl_region_path(const fl_region *r);
+
 /* ---- Inspection (read-only, for tools) ----------------------------------- */
 
 typedef struct fl_region_info {
@@ -316,6 +319,8 @@ typedef struct fl_region_info {
     uint64_t clean_unix_ns;   /* when a supervisor last shut down cleanly, 0 if never */
     uint32_t supervisor_pid;  /* last supervisor that served the region, 0 if none */
     int32_t  same_boot;       /* 1 if written during the current boot, else 0 */
+    int32_t  served;          /* 1 if a fencelockd serves the region now, else 0 */
+    uint32_t reserved1;
     char     boot_id[40];     /* boot the region's leases belong to */
 } fl_region_info;
 

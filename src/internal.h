@@ -26,6 +26,7 @@ struct fl_region {
     int fd;               /* region file, kept open for the life of the handle */
     int sock;             /* registration socket, -1 when unregistered */
     bool readonly;
+    bool other_boot;      /* the region's boot id is not this boot's (leases void) */
     uint32_t client;      /* client table index, 0 when unregistered */
     uint64_t client_id;
     uint32_t pid;         /* this process, cached at open */
@@ -93,6 +94,8 @@ int fl__region_resolve_path(const char *path, char *buf, size_t cap);
 /* The parameters a mapped region was created with. */
 void fl__region_params(const fl_region *r, struct fl__params *p);
 uint64_t fl__checksum(const void *p, size_t n);
+/* Whether the region's leases belong to the current boot. */
+bool fl__same_boot(const fl_region *r);
 /* Test hook: substitute the handle's clock. */
 void fl__region_set_clock(fl_region *r, fl__clock_fn fn, void *ctx);
 

@@ -485,10 +485,11 @@ int fl_record_info_get(fl_region *r, uint32_t index, fl_record_info *info)
     struct fl__keytab t;
     fl__keytab_records(r, &t);
     if (index >= fl__keytab_used(&t))
-        return -ERANGE;
+        return fl__fail(-ERANGE, "record %u is beyond the %u in use", index,
+                        fl__keytab_used(&t));
     memset(info, 0, sizeof *info);
     if (fl__key_published(&t, index, info->name) != 0)
-        return -ENOENT;
+        return fl__fail(-ENOENT, "record %u holds no published name", index);
     struct fl__record *rec = &r->records[index];
     /* relaxed: display only */
     uint32_t bound = atomic_load_explicit(&rec->bound_slot, memory_order_relaxed);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -234,7 +235,9 @@ int fl__region_map(const char *path, bool readonly, fl_region **out)
         goto fail;
     }
     strcpy(r->path, path);
-    r->fd = open(path, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO or device under the name must not hang us in
+     * open(); it is refused below as not a regular file. */
+    r->fd = open(path, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NONBLOCK);
     if (r->fd < 0) {
         err = -errno;
         if (err == -ENOENT)
@@ -287,6 +290,7 @@ int fl__region_map(const char *path, bool readonly, fl_region **out)
     r->records = (struct fl__record *)(void *)(r->base + h.records_off);
     r->record_index = (_Atomic uint32_t *)(void *)(r->base + h.record_index_off);
     r->buffers = r->base + h.buffers_off;
+    r->other_boot = !fl__same_boot(r);
     *out = r;
     return 0;
 fail:
@@ -326,7 +330,7 @@ void fl__region_set_clock(fl_region *r, fl__clock_fn fn, void *ctx)
     r->clock_ctx = ctx;
 }
 
-static bool fl__same_boot(const fl_region *r)
+bool fl__same_boot(const fl_region *r)
 {
     char now[40], had[40];
     if (fl__read_boot_id(now) != 0)
@@ -349,7 +353,7 @@ int fl_open(const char *region_path, fl_region **out)
     err = fl__region_map(path, false, &r);
     if (err)
         return err;
-    if (!fl__same_boot(r)) {
+    if (r->other_boot) {
         fl__region_unmap(r);
         return fl__fail(-EAGAIN,
                         "region %s: written during an earlier boot; start fencelockd to "
@@ -392,6 +396,8 @@ void fl_close(fl_region *r)
 
 int fl_region_registered(const fl_region *r) { return r && r->sock >= 0 ? 1 : 0; }
 
+const char *fl_region_path(const fl_region *r) { return r ? r->path : ""; }
+
 int fl_region_info_get(fl_region *r, fl_region_info *info)
 {
     if (!r || !info)
@@ -420,6 +426,14 @@ int fl_region_info_get(fl_region *r, fl_region_info *info)
     memcpy(info->boot_id, r->hdr->boot_id, sizeof info->boot_id);
     info->boot_id[sizeof info->boot_id - 1] = '\0';
     info->same_boot = fl__same_boot(r) ? 1 : 0;
+    /* The supervisor holds an exclusive flock on the region while it serves
+     * it; a shared one granted here means nobody does (and is let go at once). */
+    if (flock(r->fd, LOCK_SH | LOCK_NB) == 0) {
+        flock(r->fd, LOCK_UN);
+        info->served = 0;
+    } else {
+        info->served = errno == EWOULDBLOCK ? 1 : 0;
+    }
     return 0;
 }
 
@@ -428,13 +442,13 @@ int fl_client_info_get(fl_region *r, uint32_t index, fl_client_info *info)
     if (!r || !info)
         return fl__fail(-EINVAL, "fl_client_info_get: NULL argument");
     if (index == 0 || index >= r->client_capacity)
-        return -ERANGE;
+        return fl__fail(-ERANGE, "client index %u out of 1..%u", index, r->client_capacity - 1);
     memset(info, 0, sizeof *info);
     struct fl__client *e = &r->clients[index];
     /* acquire: the supervisor fills the entry before it publishes the state */
     uint32_t state = atomic_load_explicit(&e->state, memory_order_acquire);
     if (state != FL__CLIENT_ATTACHED && state != FL__CLIENT_ADOPTED)
-        return -ENOENT;
+        return fl__fail(-ENOENT, "client table entry %u is free", index);
     info->index = index;
     info->pid = atomic_load_explicit(&e->pid, memory_order_relaxed);
     info->uid = atomic_load_explicit(&e->uid, memory_order_relaxed);

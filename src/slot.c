@@ -425,10 +425,11 @@ int fl_lock_info_get(fl_region *r, uint32_t index, fl_lock_info *info)
     struct fl__keytab t;
     fl__keytab_locks(r, &t);
     if (index >= fl__keytab_used(&t))
-        return -ERANGE;
+        return fl__fail(-ERANGE, "lock slot %u is beyond the %u in use", index,
+                        fl__keytab_used(&t));
     memset(info, 0, sizeof *info);
     if (fl__key_published(&t, index, info->key) != 0)
-        return -ENOENT;
+        return fl__fail(-ENOENT, "lock slot %u holds no published key", index);
     struct fl__slot *sl = fl__slot_at(r, index);
     uint64_t s, l;
     fl__pair_load(&sl->pair, &s, &l);
@@ -436,11 +437,7 @@ int fl_lock_info_get(fl_region *r, uint32_t index, fl_lock_info *info)
     info->token = s >> FL__TOKEN_SHIFT;
     if (s & FL__HELD) {
         int64_t left = (int64_t)(fl__deadline_ns(l) - now);
-        char boot[40];
-        memcpy(boot, r->hdr->boot_id, sizeof boot);
-        boot[39] = '\0';
-        char cur[40];
-        bool void_boot = fl__read_boot_id(cur) == 0 && strcmp(cur, boot) != 0;
+        bool void_boot = r->other_boot;
         info->state = (left > 0 && !void_boot) ? FL_LOCK_HELD : FL_LOCK_EXPIRED;
         info->lease_left_ns = void_boot ? -1 : left;
         info->holder_client = fl__owner(l);

@@ -452,6 +452,8 @@ int main(int argc, char **argv)
     char sock[4200];
     if (fl__socket_path(path, sock, sizeof sock) == 0)
         unlink(sock);
+    /* relaxed: display only (tools ask the flock whether we still serve) */
+    atomic_store_explicit(&r->hdr->supervisor_pid, 0, memory_order_relaxed);
     /* Clean shutdown: everything on disk first, then say so. */
     flush_region(r);
     atomic_store_explicit(&r->hdr->clean_unix_ns, wall_ns(), memory_order_relaxed);

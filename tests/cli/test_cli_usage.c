@@ -1,0 +1,162 @@
+/*
+ * test_cli_usage.c - the fencelock tool's command line: help and version
+ * texts, and bad usage (exit status 2, one message and a hint on stderr,
+ * nothing on stdout).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cli_util.h"
+#include "fencelock.h"
+
+#define RUN(res, ...) run_tool((res), NULL, (const char *const[]){__VA_ARGS__, NULL})
+
+static void assert_contains(const char *text, const char *needle)
+{
+    if (!strstr(text, needle))
+        fail_msg("expected \"%s\" in:\n%s", needle, text);
+}
+
+static void test_help_names_everything(void **state)
+{
+    (void)state;
+    const char *forms[] = {"--help", "-h", "help"};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        run_result r;
+        RUN(&r, forms[i]);
+        assert_int_equal(r.status, 0);
+        assert_string_equal(r.err, "");
+        const char *needles[] = {"Usage: fencelock", "status", "--help", "--version", "--region",
+                                 "FENCELOCK_REGION", "/dev/shm/fencelock-UID/region",
+                                 "Exit status", "Examples"};
+        for (size_t k = 0; k < sizeof needles / sizeof needles[0]; k++)
+            assert_contains(r.out, needles[k]);
+        /* Every exit status is explained. */
+        for (int code = 0; code <= 3; code++) {
+            char line[16];
+            snprintf(line, sizeof line, "  %d  ", code);
+            assert_contains(r.out, line);
+        }
+        run_result_free(&r);
+    }
+}
+
+static void test_status_help(void **state)
+{
+    (void)state;
+    run_result a, b, c;
+    RUN(&a, "status", "--help");
+    RUN(&b, "help", "status");
+    RUN(&c, "status", "-h");
+    assert_int_equal(a.status, 0);
+    assert_int_equal(b.status, 0);
+    assert_int_equal(c.status, 0);
+    assert_string_equal(a.out, b.out);
+    assert_string_equal(a.out, c.out);
+    assert_string_equal(a.err, "");
+    const char *needles[] = {"Usage: fencelock status", "-r, --region PATH", "--json", "--help",
+                             "FENCELOCK_REGION", "/dev/shm/fencelock-UID/region", "Exit status",
+                             "Examples", "KEY", "STATE", "TOKEN", "LEFT", "TAKEOVERS", "DEATHS",
+                             "REJ-TOKEN"};
+    for (size_t k = 0; k < sizeof needles / sizeof needles[0]; k++)
+        assert_contains(a.out, needles[k]);
+    run_result_free(&a);
+    run_result_free(&b);
+    run_result_free(&c);
+}
+
+static void test_version(void **state)
+{
+    (void)state;
+    char want[64];
+    snprintf(want, sizeof want, "fencelock %d.%d.%d\n", FL_VERSION_MAJOR, FL_VERSION_MINOR,
+             FL_VERSION_PATCH);
+    const char *forms[] = {"--version", "-V"};
+    for (size_t i = 0; i < 2; i++) {
+        run_result r;
+        RUN(&r, forms[i]);
+        assert_int_equal(r.status, 0);
+        assert_string_equal(r.out, want);
+        assert_string_equal(r.err, "");
+        run_result_free(&r);
+    }
+}
+
+/* Bad usage: status 2, nothing on stdout, the problem and a hint on stderr. */
+static void expect_usage_error(const char *const *args, const char *message, const char *hint)
+{
+    run_result r;
+    run_tool(&r, NULL, args);
+    if (r.status != 2)
+        fail_msg("%s ...: exit status %d, want 2; stderr: %s", args[0], r.status, r.err);
+    assert_string_equal(r.out, "");
+    assert_int_equal(count_lines(r.err), 2);
+    assert_contains(r.err, message);
+    assert_contains(r.err, hint);
+    run_result_free(&r);
+}
+
+static void test_bad_usage(void **state)
+{
+    (void)state;
+    const char *top = "Try 'fencelock --help'.";
+    const char *sub = "Try 'fencelock status --help'.";
+    expect_usage_error((const char *const[]){NULL}, "fencelock: no command given", top);
+    expect_usage_error((const char *const[]){"frobnicate", NULL},
+                       "fencelock: unknown command 'frobnicate'", top);
+    expect_usage_error((const char *const[]){"--frobnicate", NULL},
+                       "fencelock: unknown option '--frobnicate'", top);
+    expect_usage_error((const char *const[]){"help", "frobnicate", NULL},
+                       "unknown command 'frobnicate'", top);
+    expect_usage_error((const char *const[]){"--help", "extra", NULL},
+                       "unexpected argument 'extra'", top);
+    expect_usage_error((const char *const[]){"status", "--frobnicate", NULL},
+                       "fencelock status: unknown option '--frobnicate'", sub);
+    expect_usage_error((const char *const[]){"status", "-x", NULL},
+                       "fencelock status: unknown option '-x'", sub);
+    expect_usage_error((const char *const[]){"status", "--region", NULL},
+                       "option '--region' needs an argument", sub);
+    expect_usage_error((const char *const[]){"status", "-r", NULL},
+                       "option '-r' needs an argument", sub);
+    expect_usage_error((const char *const[]){"status", "--json=yes", NULL},
+                       "option '--json' takes no argument", sub);
+    expect_usage_error((const char *const[]){"status", "--region", "", NULL},
+                       "--region: the path is empty", sub);
+    expect_usage_error((const char *const[]){"status", "extra", NULL},
+                       "fencelock status: unexpected argument 'extra'", sub);
+}
+
+/* Output that cannot be written is an error (status 1), not a success. */
+static void test_write_error(void **state)
+{
+    (void)state;
+    run_opts o = {.stdout_path = "/dev/full"};
+    const char *const *forms[] = {(const char *const[]){"--help", NULL},
+                                  (const char *const[]){"status", "--help", NULL},
+                                  (const char *const[]){"--version", NULL}};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        run_result r;
+        run_tool(&r, &o, forms[i]);
+        assert_int_equal(r.status, 1);
+        assert_contains(r.err, "fencelock: cannot write the output");
+        run_result_free(&r);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_help_names_everything),
+        cmocka_unit_test(test_status_help),
+        cmocka_unit_test(test_version),
+        cmocka_unit_test(test_bad_usage),
+        cmocka_unit_test(test_write_error),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,44 @@
+/*
+ * cli.h - what the parts of the fencelock tool share: its exit statuses and
+ * the entry points of its subcommands.  main.c dispatches; each subcommand
+ * parses its own options and owns its output.
+ */
+#ifndef FL_TOOL_CLI_H
+#define FL_TOOL_CLI_H
+
+/* Exit statuses, documented in the usage text; scripts depend on them. */
+enum {
+    CLI_EXIT_OK = 0,
+    CLI_EXIT_RUNTIME = 1, /* out of memory, cannot write the output, unexpected library error */
+    CLI_EXIT_USAGE = 2,   /* unknown command or option, missing or extra argument */
+    CLI_EXIT_REGION = 3,  /* the region is missing, unreadable, corrupt or of another version */
+};
+
+/* The exit-status paragraph, shared by every usage text. */
+#define CLI_EXIT_STATUS_TEXT                                                                \
+    "Exit status:\n"                                                                        \
+    "  0  success\n"                                                                        \
+    "  1  runtime error (out of memory, cannot write the output)\n"                         \
+    "  2  bad usage: unknown command or option, missing or extra argument\n"                \
+    "  3  the region cannot be opened or is not a valid region: missing, unreadable,\n"     \
+    "     empty, not a fencelock region, corrupt, truncated, or of another format\n"        \
+    "     version\n"
+
+/* The environment paragraph, shared by every usage text. */
+#define CLI_ENVIRONMENT_TEXT                                                                \
+    "Environment:\n"                                                                        \
+    "  FENCELOCK_REGION  region file used when --region is not given; when it is\n"         \
+    "                    unset or empty: /dev/shm/fencelock-UID/region, UID being\n"        \
+    "                    the caller's user id\n"
+
+/* Flush stdout: CLI_EXIT_OK, or CLI_EXIT_RUNTIME after saying on stderr that
+ * the output was lost. */
+int cli_finish_stdout(void);
+
+/* A subcommand: argv[0] is its name; returns an exit status. */
+typedef int cli_command_fn(int argc, char **argv);
+
+cli_command_fn status_main;
+extern const char status_usage[];
+
+#endif
