@@ -321,6 +321,8 @@ typedef struct fl_region_info {
     int32_t  same_boot;       /* 1 if written during the current boot, else 0 */
     int32_t  served;          /* 1 if a fencelockd serves the region now, else 0 */
     uint32_t reserved1;
+    uint64_t events_dropped;  /* events the supervisor's log never showed: ring full, or a
+                                 client stopped while posting (counters stay exact) */
     char     boot_id[40];     /* boot the region's leases belong to */
 } fl_region_info;
 
@@ -349,7 +351,17 @@ typedef struct fl_lock_info {
     uint64_t renewals;
     uint64_t renew_failed;
     uint64_t releases;
+    uint64_t release_failed;   /* releases refused as stale */
+    uint64_t last_stale_token; /* the last renew or release refused as stale: its token, */
+    uint32_t last_stale_pid;   /* its pid, */
+    uint32_t last_stale_op;    /* and FL_OP_RENEW or FL_OP_RELEASE (0: none yet) */
 } fl_lock_info;
+
+/* Operations named by the inspection structures and the supervisor's log. */
+#define FL_OP_COMMIT        1u
+#define FL_OP_STRICT_COMMIT 2u
+#define FL_OP_RENEW         3u
+#define FL_OP_RELEASE       4u
 
 /* Describe lock slot index (0 .. locks_used-1).  Returns 0; -ENOENT for a
  * slot that holds no published key (for example one abandoned while its
@@ -366,6 +378,11 @@ typedef struct fl_record_info {
     uint64_t commits;
     uint64_t rejections;
     uint64_t last_rejected_token;
+    uint64_t last_rejected_accepted; /* the greatest accepted token when it was rejected */
+    uint32_t last_rejected_op;       /* FL_OP_COMMIT or FL_OP_STRICT_COMMIT (0: none yet) */
+    uint32_t reserved0;
+    uint64_t repeats;   /* rejections of a token among the record's last 4 rejected tokens:
+                           a client retrying a stale token instead of acquiring again */
 } fl_record_info;
 
 /* Describe record index (0 .. records_used-1).  Errors as fl_lock_info_get(). */

@@ -12,6 +12,7 @@
  *          records          record_capacity  x FL__RECORD_SIZE
  *          record index     record_index_cap x 4
  *          buffers          buffer_count     x buffer_stride (64-byte header + data)
+ *          events           event_count      x FL__EVENT_SIZE (ring, events.c)
  *
  * Every section starts on a 64-byte boundary.  Index capacities are powers
  * of two at least twice their table's capacity, so an index is at most half
@@ -30,7 +31,8 @@
  *   56  u64 clients_off, 64 slots_off, 72 lock_index_off, 80 records_off,
  *   88  u64 record_index_off, 96 buffers_off, 104 buffer_stride, 112 file_size
  *   120 u64 created_unix_ns  (wall clock, display only)
- *   128 u64 checksum         FNV-1a 64 of bytes 0..127; the fields above never
+ *   128 u64 events_off, 136 u32 event_count (a power of two), 140 u32 reserved
+ *   144 u64 checksum         FNV-1a 64 of bytes 0..143; the fields above never
  *                            change after creation
  *   -- mutable part, not checksummed, every field validated on use --
  *   192 u32 next_lock        slots handed out (bounded by lock_capacity)
@@ -46,6 +48,10 @@
  *   268 u32 reserved
  *   272 u64 started_unix_ns  last supervisor start (wall clock, display only)
  *   280 u64 clean_unix_ns    last clean shutdown (wall clock, display only)
+ *   288 u64 event_head       next event position producers claim (events.c)
+ *   296 u64 event_tail       next event position the supervisor reads
+ *   304 u64 events_dropped   events not logged: ring full, or a producer that
+ *                            stopped between claiming and publishing
  *
  * LOCK SLOT (FL__SLOT_SIZE = 256; the lock-word state machine is in slot.c)
  *   0   u64 state    token << 1 | HELD.  Written together with `lease` by one
@@ -58,8 +64,10 @@
  *   24  u32 holder_pid, 28 u32 reserved  (informational, written after acquire)
  *   32  u64 holder_client_id (informational)
  *   40  u64 counters[8]: acquisitions, contended, expiries_taken, deaths,
- *                        renewals, renew_failed, releases, reserved
+ *                        renewals, renew_failed, releases, release_failed
  *   104 key: u32 hash, u32 len, char bytes[128]  (immutable once published)
+ *   240 u64 last_stale_token, 248 u32 last_stale_pid, 252 u32 last_stale_op
+ *                        (the last renew or release refused as stale)
  *
  * CLIENT ENTRY (FL__CLIENT_SIZE = 64; written only by the supervisor)
  *   0 u32 state (FL__CLIENT_FREE / _ATTACHED / _ADOPTED), 4 u32 pid, 8 u32 uid,
@@ -73,11 +81,20 @@
  *   12  u32 last_rejected_pid
  *   16  u64 commits, 24 rejections, 32 last_rejected_token,
  *   40  u64 last_rejected_accepted, 48 u32 last_rejected_op, 52 reserved
+ *   56  u64 repeats      rejections whose token was among the last 4 rejected
+ *   64  u64 recent_rejected[4]  (a ring, indexed by rejections % 4)
  *   104 key: as in the lock slot
  *
  * BUFFER HEADER (64 bytes, then record_size bytes rounded up to 8)
  *   0   u64 state   kind (2 bits) << 62 | owner client index << 40 | generation
  *   8   u64 token, 16 u64 version, 24 u32 record, 28 u32 len, 32 u32 writer_pid
+ *
+ * EVENT (FL__EVENT_SIZE = 64; the ring protocol is in events.c)
+ *   0   u64 seq      position + 1 once published; position + count once read
+ *   8   u64 time_ns  CLOCK_MONOTONIC
+ *   16  u32 type (FL__EV_*), 20 u32 pid, 24 u32 slot, 28 u32 record + 1 (0: none)
+ *   32  u64 token, 40 u64 other_token (accepted token / previous token)
+ *   48  u64 late_ns (takeovers: how long after the deadline), 56 u32 op, 60 u32 flags
  */
 #ifndef FL_FORMAT_H
 #define FL_FORMAT_H
@@ -95,6 +112,8 @@
 #define FL__RECORD_SIZE 256u
 #define FL__CLIENT_SIZE 64u
 #define FL__BUFFER_HDR_SIZE 64u
+#define FL__EVENT_SIZE 64u
+#define FL__EVENT_COUNT 4096u
 #define FL__KEY_BYTES 128u
 
 /* Limits the layout can express. */
@@ -155,7 +174,7 @@ enum fl__lock_counter {
     FL__C_RENEWALS,
     FL__C_RENEW_FAILED,
     FL__C_RELEASES,
-    FL__C_RESERVED,
+    FL__C_RELEASE_FAILED,
     FL__C_COUNT
 };
 
@@ -168,7 +187,9 @@ struct fl__slot {
     _Atomic uint64_t holder_client_id;
     _Atomic uint64_t counters[FL__C_COUNT];
     struct fl__key key;
-    char pad[FL__SLOT_SIZE - 104 - sizeof(struct fl__key)];
+    _Atomic uint64_t last_stale_token;
+    _Atomic uint32_t last_stale_pid;
+    _Atomic uint32_t last_stale_op;
 };
 
 struct fl__client {
@@ -191,7 +212,9 @@ struct fl__record {
     _Atomic uint64_t last_rejected_accepted;
     _Atomic uint32_t last_rejected_op;
     uint32_t reserved0;
-    char reserved1[104 - 56];
+    _Atomic uint64_t repeats;
+    _Atomic uint64_t recent_rejected[4];
+    uint64_t reserved1;
     struct fl__key key;
     char pad[FL__RECORD_SIZE - 104 - sizeof(struct fl__key)];
 };
@@ -231,8 +254,11 @@ struct fl__header {
     uint64_t buffer_stride;
     uint64_t file_size;
     uint64_t created_unix_ns;
+    uint64_t events_off;
+    uint32_t event_count;
+    uint32_t reserved3;
     uint64_t checksum;
-    char reserved1[192 - 136];
+    char reserved1[192 - 152];
     /* mutable */
     _Atomic uint32_t next_lock;
     _Atomic uint32_t next_record;
@@ -245,10 +271,36 @@ struct fl__header {
     uint32_t reserved2;
     _Atomic uint64_t started_unix_ns;
     _Atomic uint64_t clean_unix_ns;
-    char pad[FL__HEADER_SIZE - 288];
+    _Atomic uint64_t event_head;
+    _Atomic uint64_t event_tail;
+    _Atomic uint64_t events_dropped;
+    char pad[FL__HEADER_SIZE - 312];
 };
 
-#define FL__CHECKSUMMED_BYTES 128u
+#define FL__CHECKSUMMED_BYTES 144u
+
+/* Event types and operations (the ring: events.c). */
+#define FL__EV_REJECTED 1u /* a stale token refused: commit, renew or release */
+#define FL__EV_TAKEOVER 2u /* an expired lease taken over */
+#define FL__OP_COMMIT 1u
+#define FL__OP_STRICT_COMMIT 2u
+#define FL__OP_RENEW 3u
+#define FL__OP_RELEASE 4u
+#define FL__EVF_REPEAT 1u /* the token had been rejected on this record before */
+
+struct fl__event {
+    _Atomic uint64_t seq;
+    _Atomic uint64_t time_ns;
+    _Atomic uint32_t type;
+    _Atomic uint32_t pid;
+    _Atomic uint32_t slot;
+    _Atomic uint32_t record;
+    _Atomic uint64_t token;
+    _Atomic uint64_t other_token;
+    _Atomic uint64_t late_ns;
+    _Atomic uint32_t op;
+    _Atomic uint32_t flags;
+};
 
 _Static_assert(sizeof(struct fl__key) == 136, "key layout");
 _Static_assert(offsetof(struct fl__slot, wake_seq) == 16, "slot layout");
@@ -264,7 +316,11 @@ _Static_assert(offsetof(struct fl__record, key) == 104, "record layout");
 _Static_assert(sizeof(struct fl__record) == FL__RECORD_SIZE, "record size");
 _Static_assert(offsetof(struct fl__buffer, len) == 28, "buffer layout");
 _Static_assert(offsetof(struct fl__buffer, data) == FL__BUFFER_HDR_SIZE, "buffer layout");
-_Static_assert(offsetof(struct fl__header, checksum) == 128, "header layout");
+_Static_assert(offsetof(struct fl__header, checksum) == 144, "header layout");
+_Static_assert(offsetof(struct fl__header, event_head) == 288, "header layout");
+_Static_assert(sizeof(struct fl__event) == FL__EVENT_SIZE, "event size");
+_Static_assert(offsetof(struct fl__slot, last_stale_token) == 240, "slot layout");
+_Static_assert(offsetof(struct fl__record, repeats) == 56, "record layout");
 _Static_assert(offsetof(struct fl__header, next_lock) == 192, "header layout");
 _Static_assert(offsetof(struct fl__header, token_floor) == 200, "header layout");
 _Static_assert(offsetof(struct fl__header, boot_id) == 224, "header layout");
@@ -277,6 +333,7 @@ _Static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4,
 /* The sizes the layout depends on, folded into one word. */
 #define FL__LAYOUT_SIG                                                                   \
     ((uint32_t)(FL__HEADER_SIZE ^ (FL__SLOT_SIZE << 8) ^ (FL__RECORD_SIZE << 12) ^       \
-                (FL__CLIENT_SIZE << 20) ^ (FL__BUFFER_HDR_SIZE << 24) ^ (FL__KEY_BYTES << 4)))
+                (FL__CLIENT_SIZE << 20) ^ (FL__BUFFER_HDR_SIZE << 24) ^ (FL__KEY_BYTES << 4) ^ \
+                (FL__EVENT_SIZE << 16)))
 
 #endif /* FL_FORMAT_H */

@@ -46,6 +46,8 @@ struct fl_region {
     struct fl__record *records;
     _Atomic uint32_t *record_index;
     char *buffers;
+    struct fl__event *events;
+    uint32_t event_mask;
 
     /* A slot or record this process allocated but lost the race to publish;
      * reused by its next key creation instead of leaking (keys.c). 0 = none,
@@ -173,6 +175,25 @@ struct fl__reply {
 /* ---- keepalive.c ---- */
 /* Stop the handle's keepalive thread (fl_close). */
 void fl__keepalive_shutdown(fl_region *r);
+
+_Static_assert(FL__OP_COMMIT == FL_OP_COMMIT && FL__OP_STRICT_COMMIT == FL_OP_STRICT_COMMIT &&
+                   FL__OP_RENEW == FL_OP_RENEW && FL__OP_RELEASE == FL_OP_RELEASE,
+               "the log and the inspection API name operations alike");
+
+/* ---- events.c ---- */
+struct fl__event_data {
+    uint32_t type, pid, slot, record; /* record: index + 1, 0 for none */
+    uint64_t token, other_token, late_ns, time_ns;
+    uint32_t op, flags;
+};
+/* Post an event for the supervisor; drops it (counted) when the ring is full. */
+void fl__event_post(fl_region *r, const struct fl__event_data *d);
+struct fl__event_reader {
+    uint64_t stuck_pos, stuck_since; /* start with stuck_pos = UINT64_MAX */
+};
+typedef void (*fl__event_fn)(void *ctx, const struct fl__event_data *d);
+/* Supervisor: hand every published event to fn, in order.  Returns how many. */
+uint32_t fl__events_drain(fl_region *r, struct fl__event_reader *rd, fl__event_fn fn, void *ctx);
 
 /* ---- record.c ---- */
 /* Release staging buffers of a dead client and publish those its commit had

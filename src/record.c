@@ -73,8 +73,6 @@
 #include "internal.h"
 
 #define FL__REF_SHIFT 40
-#define FL__OP_COMMIT 1u
-#define FL__OP_STRICT_COMMIT 2u
 
 static inline uint64_t fl__ref(uint32_t buf, uint64_t gen)
 {
@@ -275,18 +273,33 @@ static int fl__record_bind(fl_region *r, struct fl__record *rec, uint32_t slot,
                     record, other);
 }
 
-static void fl__note_rejection(struct fl__record *rec, uint64_t token, uint64_t accepted,
-                               uint32_t pid, unsigned flags)
+static void fl__note_rejection(fl_region *r, struct fl__record *rec, uint32_t ri,
+                               const fl_lease *lease, uint64_t accepted, unsigned flags)
 {
     /* relaxed: counters and a last-seen sample for the status tool; fields of
      * one sample may mix under concurrent rejections */
-    atomic_fetch_add_explicit(&rec->rejections, 1, memory_order_relaxed);
-    atomic_store_explicit(&rec->last_rejected_token, token, memory_order_relaxed);
+    uint64_t n = atomic_fetch_add_explicit(&rec->rejections, 1, memory_order_relaxed);
+    /* A token among the last four rejected here: a client retrying a stale
+     * token instead of acquiring again (the retry-loop signal). */
+    bool repeat = false;
+    for (int i = 0; i < 4; i++)
+        repeat |= atomic_load_explicit(&rec->recent_rejected[i], memory_order_relaxed) ==
+                  lease->token;
+    atomic_store_explicit(&rec->recent_rejected[n % 4], lease->token, memory_order_relaxed);
+    if (repeat)
+        atomic_fetch_add_explicit(&rec->repeats, 1, memory_order_relaxed);
+    uint32_t op = (flags & FL_COMMIT_STRICT) ? FL__OP_STRICT_COMMIT : FL__OP_COMMIT;
+    atomic_store_explicit(&rec->last_rejected_token, lease->token, memory_order_relaxed);
     atomic_store_explicit(&rec->last_rejected_accepted, accepted, memory_order_relaxed);
-    atomic_store_explicit(&rec->last_rejected_pid, pid, memory_order_relaxed);
-    atomic_store_explicit(&rec->last_rejected_op,
-                          (flags & FL_COMMIT_STRICT) ? FL__OP_STRICT_COMMIT : FL__OP_COMMIT,
-                          memory_order_relaxed);
+    atomic_store_explicit(&rec->last_rejected_pid, r->pid, memory_order_relaxed);
+    atomic_store_explicit(&rec->last_rejected_op, op, memory_order_relaxed);
+    fl__event_post(r, &(struct fl__event_data){.type = FL__EV_REJECTED,
+                                               .slot = lease->slot,
+                                               .record = ri + 1,
+                                               .token = lease->token,
+                                               .other_token = accepted,
+                                               .op = op,
+                                               .flags = repeat ? FL__EVF_REPEAT : 0});
 }
 
 int fl_commit(fl_region *r, const fl_lease *lease, const char *record, const void *data,
@@ -333,7 +346,7 @@ int fl_commit(fl_region *r, const fl_lease *lease, const char *record, const voi
         }
         if (lease->token < f || ((flags & FL_COMMIT_STRICT) && lease->token == f)) {
             fl__buffer_put(r, mine);
-            fl__note_rejection(rec, lease->token, f, r->pid, flags);
+            fl__note_rejection(r, rec, ri, lease, f, flags);
             if (accepted)
                 *accepted = f;
             return fl__fail(-ESTALE, "commit of token %llu to \"%s\" rejected: it accepted %llu",
@@ -513,5 +526,9 @@ int fl_record_info_get(fl_region *r, uint32_t index, fl_record_info *info)
     info->last_rejected_token =
         atomic_load_explicit(&rec->last_rejected_token, memory_order_relaxed);
     info->last_rejected_pid = atomic_load_explicit(&rec->last_rejected_pid, memory_order_relaxed);
+    info->last_rejected_accepted =
+        atomic_load_explicit(&rec->last_rejected_accepted, memory_order_relaxed);
+    info->last_rejected_op = atomic_load_explicit(&rec->last_rejected_op, memory_order_relaxed);
+    info->repeats = atomic_load_explicit(&rec->repeats, memory_order_relaxed);
     return 0;
 }

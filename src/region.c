@@ -76,7 +76,10 @@ static int fl__layout(struct fl__header *h)
     h->record_index_off = off;
     off = fl__align64(off + (uint64_t)h->record_index_cap * 4);
     h->buffers_off = off;
-    off += (uint64_t)h->buffer_count * h->buffer_stride;
+    off = fl__align64(off + (uint64_t)h->buffer_count * h->buffer_stride);
+    h->event_count = FL__EVENT_COUNT;
+    h->events_off = off;
+    off += (uint64_t)h->event_count * FL__EVENT_SIZE;
     h->file_size = (off + 4095) & ~(uint64_t)4095;
     return 0;
 }
@@ -209,6 +212,7 @@ static int fl__validate(const char *path, const struct fl__header *h, uint64_t f
         want.slots_off != h->slots_off || want.lock_index_off != h->lock_index_off ||
         want.records_off != h->records_off || want.record_index_off != h->record_index_off ||
         want.buffers_off != h->buffers_off || want.buffer_stride != h->buffer_stride ||
+        want.events_off != h->events_off || want.event_count != h->event_count ||
         want.file_size != h->file_size)
         return fl__fail(-EPROTO, "region %s: section offsets disagree with its capacities",
                         path);
@@ -290,6 +294,8 @@ int fl__region_map(const char *path, bool readonly, fl_region **out)
     r->records = (struct fl__record *)(void *)(r->base + h.records_off);
     r->record_index = (_Atomic uint32_t *)(void *)(r->base + h.record_index_off);
     r->buffers = r->base + h.buffers_off;
+    r->events = (struct fl__event *)(void *)(r->base + h.events_off);
+    r->event_mask = h.event_count - 1;
     r->other_boot = !fl__same_boot(r);
     *out = r;
     return 0;
@@ -398,6 +404,27 @@ int fl_region_registered(const fl_region *r) { return r && r->sock >= 0 ? 1 : 0;
 
 const char *fl_region_path(const fl_region *r) { return r ? r->path : ""; }
 
+/* The supervisor holds an exclusive flock on the region while it serves it;
+ * a shared one granted here means nobody does (and is let go at once).  The
+ * probe uses a new open file description of the same file: flock on our own
+ * descriptor would convert (and then drop) a lock this process holds, which
+ * in fencelockd itself is the lock that keeps a second supervisor out. */
+static bool fl__region_served(const fl_region *r)
+{
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", r->fd);
+    int fd = open(self, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return false;
+    bool served = false;
+    if (flock(fd, LOCK_SH | LOCK_NB) == 0)
+        flock(fd, LOCK_UN);
+    else
+        served = errno == EWOULDBLOCK;
+    close(fd);
+    return served;
+}
+
 int fl_region_info_get(fl_region *r, fl_region_info *info)
 {
     if (!r || !info)
@@ -423,17 +450,11 @@ int fl_region_info_get(fl_region *r, fl_region_info *info)
     info->run_state = atomic_load_explicit(&r->hdr->run_state, memory_order_relaxed);
     info->started_unix_ns = atomic_load_explicit(&r->hdr->started_unix_ns, memory_order_relaxed);
     info->clean_unix_ns = atomic_load_explicit(&r->hdr->clean_unix_ns, memory_order_relaxed);
+    info->events_dropped = atomic_load_explicit(&r->hdr->events_dropped, memory_order_relaxed);
     memcpy(info->boot_id, r->hdr->boot_id, sizeof info->boot_id);
     info->boot_id[sizeof info->boot_id - 1] = '\0';
     info->same_boot = fl__same_boot(r) ? 1 : 0;
-    /* The supervisor holds an exclusive flock on the region while it serves
-     * it; a shared one granted here means nobody does (and is let go at once). */
-    if (flock(r->fd, LOCK_SH | LOCK_NB) == 0) {
-        flock(r->fd, LOCK_UN);
-        info->served = 0;
-    } else {
-        info->served = errno == EWOULDBLOCK ? 1 : 0;
-    }
+    info->served = fl__region_served(r) ? 1 : 0;
     return 0;
 }
 

@@ -269,14 +269,37 @@ int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout
         fl__count(sl, FL__C_ACQUISITIONS);
         if (contended || takeover)
             fl__count(sl, FL__C_CONTENDED);
-        if (takeover)
+        if (takeover) {
             fl__count(sl, FL__C_EXPIRIES_TAKEN);
+            uint64_t deadline = fl__deadline_ns(l); /* l: the pair we replaced */
+            fl__event_post(r, &(struct fl__event_data){.type = FL__EV_TAKEOVER,
+                                                       .slot = idx,
+                                                       .token = next,
+                                                       .other_token = token,
+                                                       .late_ns = now > deadline ? now - deadline : 0});
+        }
         lease->token = next;
         lease->deadline_ns = fl__deadline_ns(nl);
         lease->slot = idx;
         lease->flags = flags;
         return 0;
     }
+}
+
+/* A renew or release refused as stale: counted, remembered, reported. */
+static void fl__note_stale(fl_region *r, struct fl__slot *sl, const fl_lease *lease,
+                           uint64_t current, uint32_t op)
+{
+    fl__count(sl, op == FL__OP_RENEW ? FL__C_RENEW_FAILED : FL__C_RELEASE_FAILED);
+    /* relaxed: a last-seen sample for the status tool */
+    atomic_store_explicit(&sl->last_stale_token, lease->token, memory_order_relaxed);
+    atomic_store_explicit(&sl->last_stale_pid, r->pid, memory_order_relaxed);
+    atomic_store_explicit(&sl->last_stale_op, op, memory_order_relaxed);
+    fl__event_post(r, &(struct fl__event_data){.type = FL__EV_REJECTED,
+                                               .slot = lease->slot,
+                                               .token = lease->token,
+                                               .other_token = current,
+                                               .op = op});
 }
 
 static int fl__lease_slot(fl_region *r, const fl_lease *lease, const char *fn,
@@ -309,7 +332,7 @@ int fl_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns)
     for (;;) {
         uint64_t now = fl__now(r);
         if (s != (lease->token << FL__TOKEN_SHIFT | FL__HELD) || now >= fl__deadline_ns(l)) {
-            fl__count(sl, FL__C_RENEW_FAILED);
+            fl__note_stale(r, sl, lease, s >> FL__TOKEN_SHIFT, FL__OP_RENEW);
             return fl__fail(-ESTALE, "renew of token %llu: ownership lost",
                             (unsigned long long)lease->token);
         }
@@ -339,9 +362,11 @@ int fl_release(fl_region *r, const fl_lease *lease)
     uint64_t s, l;
     fl__pair_load(&sl->pair, &s, &l);
     for (;;) {
-        if (s != held)
+        if (s != held) {
+            fl__note_stale(r, sl, lease, s >> FL__TOKEN_SHIFT, FL__OP_RELEASE);
             return fl__fail(-ESTALE, "release of token %llu: ownership lost",
                             (unsigned long long)lease->token);
+        }
         bool expired = fl__now(r) >= fl__deadline_ns(l);
         if (fl__pair_cas(&sl->pair, &s, &l, lease->token << FL__TOKEN_SHIFT, 0)) {
             fl__count(sl, FL__C_RELEASES);
@@ -462,5 +487,9 @@ int fl_lock_info_get(fl_region *r, uint32_t index, fl_lock_info *info)
     info->renewals = c[FL__C_RENEWALS];
     info->renew_failed = c[FL__C_RENEW_FAILED];
     info->releases = c[FL__C_RELEASES];
+    info->release_failed = c[FL__C_RELEASE_FAILED];
+    info->last_stale_token = atomic_load_explicit(&sl->last_stale_token, memory_order_relaxed);
+    info->last_stale_pid = atomic_load_explicit(&sl->last_stale_pid, memory_order_relaxed);
+    info->last_stale_op = atomic_load_explicit(&sl->last_stale_op, memory_order_relaxed);
     return 0;
 }

@@ -23,13 +23,19 @@ void fl_json_string(FILE *f, const char *s)
     fputc('"', f);
 }
 
+void fl_json_time(FILE *f, uint64_t unix_ns)
+{
+    time_t sec = (time_t)(unix_ns / 1000000000ull);
+    struct tm tm;
+    gmtime_r(&sec, &tm);
+    char buf[40];
+    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+    fprintf(f, "\"%s.%06ldZ\"", buf, (long)(unix_ns % 1000000000ull / 1000));
+}
+
 void fl_json_now(FILE *f)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts); /* log timestamps only; never for leases */
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    char buf[40];
-    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-    fprintf(f, "\"%s.%06ldZ\"", buf, ts.tv_nsec / 1000);
+    fl_json_time(f, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
 }

@@ -11,13 +11,20 @@
 
 #include "../internal.h"
 
-/* ---- log.c: one JSON object per line on stderr ---- */
+/* ---- log.c: one JSON object per line on stderr, or a file ---- */
+/* Log to path (appending) instead of stderr, and/or to syslog too. */
+int log_open(const char *path, bool syslog_too);
+/* Reopen the log file (SIGHUP, after logrotate moved it). */
+int log_reopen(void);
 /* Start a log line: {"ts":...,"level":level,"event":event  (caller adds
  * fields with log_* and ends it with log_end). */
 void log_begin(const char *level, const char *event);
+/* The same, for something that happened at unix_ns (wall clock). */
+void log_begin_at(const char *level, const char *event, uint64_t unix_ns);
 void log_str(const char *name, const char *value);
 void log_u64(const char *name, uint64_t value);
 void log_i64(const char *name, int64_t value);
+void log_bool(const char *name, bool value);
 void log_end(void);
 /* A one-line error event with a message. */
 void log_error(const char *event, const char *message);
@@ -45,6 +52,17 @@ int epoch_advance(fl_region *r, const char *state_path, uint64_t next, uint64_t 
 /* Advance the epoch when some key has spent half its counter; 0 if nothing
  * to do or done, -errno on a failed durable write. */
 int epoch_check_counters(fl_region *r, const char *state_path, char *err, size_t errcap);
+
+/* ---- events.c: what clients report through the event ring ---- */
+struct event_log;
+struct event_log *event_log_new(fl_region *r);
+void event_log_free(struct event_log *l);
+/* Log every event clients posted since the last call, and any drops. */
+void event_log_drain(struct event_log *l);
+
+/* ---- metrics_file.c ---- */
+/* Rewrite path atomically (temp file, rename) with the region's metrics. */
+int metrics_file_write(fl_region *r, const char *path);
 
 /* ---- registry.c: the client table and death reaping ---- */
 struct registry;

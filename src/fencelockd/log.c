@@ -1,44 +1,110 @@
 /*
- * log.c - the supervisor's log: one JSON object per line on stderr, so that
- * journald, a file or a pipe to jq all read it.
+ * log.c - the supervisor's log: one JSON object per line, on stderr by
+ * default, appended to a file with --log (reopened on SIGHUP, for logrotate),
+ * and copied to syslog/journald with --syslog.  Each line is built in memory
+ * and written with one write(), so lines never interleave.
  */
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
 
 #include "../common/json.h"
 #include "fencelockd.h"
 
-void log_begin(const char *level, const char *event)
+static int log_fd = 2;
+static char *log_path;
+static bool use_syslog;
+
+static FILE *line;
+static char *line_buf;
+static size_t line_len;
+static int line_priority;
+
+int log_open(const char *path, bool syslog_too)
 {
-    flockfile(stderr);
-    fputs("{\"ts\":", stderr);
-    fl_json_now(stderr);
-    fputs(",\"level\":", stderr);
-    fl_json_string(stderr, level);
-    fputs(",\"event\":", stderr);
-    fl_json_string(stderr, event);
+    if (syslog_too && !use_syslog) {
+        openlog("fencelockd", LOG_PID, LOG_DAEMON);
+        use_syslog = true;
+    }
+    if (!path)
+        return 0;
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    if (fd < 0)
+        return -errno;
+    if (log_fd != 2)
+        close(log_fd);
+    log_fd = fd;
+    if (log_path != path) {
+        free(log_path);
+        log_path = strdup(path);
+    }
+    return 0;
+}
+
+int log_reopen(void) { return log_path ? log_open(log_path, false) : 0; }
+
+void log_begin(const char *level, const char *event) { log_begin_at(level, event, 0); }
+
+void log_begin_at(const char *level, const char *event, uint64_t unix_ns)
+{
+    line = open_memstream(&line_buf, &line_len);
+    if (!line)
+        line = stderr; /* out of memory: write straight through */
+    line_priority = !strcmp(level, "error") ? LOG_ERR : !strcmp(level, "warn") ? LOG_WARNING
+                                                                                : LOG_INFO;
+    fputs("{\"ts\":", line);
+    if (unix_ns)
+        fl_json_time(line, unix_ns);
+    else
+        fl_json_now(line);
+    fputs(",\"level\":", line);
+    fl_json_string(line, level);
+    fputs(",\"event\":", line);
+    fl_json_string(line, event);
 }
 
 void log_str(const char *name, const char *value)
 {
-    fprintf(stderr, ",\"%s\":", name);
-    fl_json_string(stderr, value ? value : "");
+    fprintf(line, ",\"%s\":", name);
+    fl_json_string(line, value ? value : "");
 }
 
 void log_u64(const char *name, uint64_t value)
 {
-    fprintf(stderr, ",\"%s\":%llu", name, (unsigned long long)value);
+    fprintf(line, ",\"%s\":%llu", name, (unsigned long long)value);
 }
 
 void log_i64(const char *name, int64_t value)
 {
-    fprintf(stderr, ",\"%s\":%lld", name, (long long)value);
+    fprintf(line, ",\"%s\":%lld", name, (long long)value);
+}
+
+void log_bool(const char *name, bool value)
+{
+    fprintf(line, ",\"%s\":%s", name, value ? "true" : "false");
 }
 
 void log_end(void)
 {
-    fputs("}\n", stderr);
-    fflush(stderr);
-    funlockfile(stderr);
+    fputs("}\n", line);
+    if (line == stderr)
+        return;
+    fclose(line);
+    size_t off = 0;
+    while (off < line_len) {
+        ssize_t n = write(log_fd, line_buf + off, line_len - off);
+        if (n <= 0)
+            break; /* a full disk must not stop the supervisor */
+        off += (size_t)n;
+    }
+    if (use_syslog)
+        syslog(line_priority, "%.*s", (int)(line_len ? line_len - 1 : 0), line_buf);
+    free(line_buf);
+    line_buf = NULL;
+    line = NULL;
 }
 
 void log_error(const char *event, const char *message)

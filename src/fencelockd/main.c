@@ -53,6 +53,12 @@ static const char usage_text[] =
     "                           to a new file or host: pass its greatest token)\n"
     "      --flush-interval S   msync the region every S seconds, 0 = only at a\n"
     "                           clean stop [30] (matters for a region on disk)\n"
+    "      --log PATH           append the log to PATH instead of stderr (reopened\n"
+    "                           on SIGHUP, for logrotate)\n"
+    "      --syslog             copy every log line to syslog (journald)\n"
+    "      --metrics-file PATH  rewrite PATH atomically with Prometheus metrics\n"
+    "                           (node_exporter's textfile collector)\n"
+    "      --metrics-interval S seconds between metrics-file rewrites [15]\n"
     "  -h, --help               show this help\n"
     "      --version            show the version\n"
     "\n"
@@ -63,7 +69,12 @@ static const char usage_text[] =
     "epoch to the state file (fsync) before any token of it is handed out, so\n"
     "tokens keep increasing across restarts, crashes, power loss and reboots.\n"
     "\n"
-    "Signals: SIGTERM or SIGINT stop it cleanly; clients keep working.\n"
+    "Log events: start, found, epoch_advanced, client_registered, client_gone,\n"
+    "lock_released_by_death, lease_takeover, fencing_rejection, retry_loop,\n"
+    "events_dropped, new_boot, lease_voided, stop; errors name what failed.\n"
+    "\n"
+    "Signals: SIGTERM or SIGINT stop it cleanly; clients keep working. SIGHUP\n"
+    "reopens the --log file.\n"
     "With $NOTIFY_SOCKET set it reports READY=1 (systemd Type=notify).\n"
     "\n"
     "Exit status: 0 stopped by a signal; 1 runtime error; 2 bad usage;\n"
@@ -75,6 +86,10 @@ struct options {
     const char *state;
     uint64_t min_token;
     uint32_t flush_interval;
+    const char *log_path;
+    bool syslog;
+    const char *metrics_file;
+    uint32_t metrics_interval;
     struct fl__params params;
     bool given[5];
 };
@@ -104,11 +119,16 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"state", required_argument, NULL, 's'},
         {"min-token", required_argument, NULL, 'm'},
         {"flush-interval", required_argument, NULL, 'f'},
+        {"log", required_argument, NULL, 'l'},
+        {"syslog", no_argument, NULL, 'y'},
+        {"metrics-file", required_argument, NULL, 'M'},
+        {"metrics-interval", required_argument, NULL, 'I'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     o->flush_interval = 30;
+    o->metrics_interval = 15;
     o->params = (struct fl__params){FL__DEFAULT_LOCKS, FL__DEFAULT_RECORDS,
                                     FL__DEFAULT_RECORD_SIZE, FL__DEFAULT_CLIENTS,
                                     FL__DEFAULT_SPARE_BUFFERS};
@@ -136,6 +156,10 @@ static int parse_args(int argc, char **argv, struct options *o)
             break;
         }
         case 'f': err = parse_u32("flush-interval", optarg, 0, 86400, &o->flush_interval); break;
+        case 'l': o->log_path = optarg; break;
+        case 'y': o->syslog = true; break;
+        case 'M': o->metrics_file = optarg; break;
+        case 'I': err = parse_u32("metrics-interval", optarg, 1, 86400, &o->metrics_interval); break;
         case 'h': fputs(usage_text, stdout); exit(0);
         case 'V': printf("fencelockd %d.%d.%d\n", FL_VERSION_MAJOR, FL_VERSION_MINOR, FL_VERSION_PATCH); exit(0);
         default: fputs("Try 'fencelockd --help'.\n", stderr); return -1;
@@ -343,8 +367,13 @@ int main(int argc, char **argv)
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
     sigprocmask(SIG_BLOCK, &sigs, NULL);
     int sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (log_open(o.log_path, o.syslog) != 0) {
+        fprintf(stderr, "fencelockd: cannot open log %s: %s\n", o.log_path, strerror(errno));
+        return EXIT_USAGE;
+    }
 
     fl_region *r;
     if (open_region(&o, path, &r) != 0)
@@ -400,14 +429,27 @@ int main(int argc, char **argv)
     log_end();
     notify_systemd("READY=1");
 
+    struct event_log *events = event_log_new(r);
+    if (!events)
+        return 1;
     int max = registry_max_fds(g) + 2;
     struct pollfd *fds = calloc((size_t)max, sizeof *fds);
     if (!fds)
         return 1;
     int status = 0;
-    uint64_t last_flush = fl__monotonic_ns(NULL), last_tick = last_flush;
+    uint64_t last_flush = fl__monotonic_ns(NULL), last_tick = last_flush, last_metrics = 0;
     for (;;) {
         uint64_t now = fl__monotonic_ns(NULL);
+        event_log_drain(events);
+        if (o.metrics_file && now - last_metrics >= o.metrics_interval * 1000000000ull) {
+            last_metrics = now;
+            int err = metrics_file_write(r, o.metrics_file);
+            if (err) {
+                char msg[4400];
+                snprintf(msg, sizeof msg, "cannot write %s: %s", o.metrics_file, strerror(-err));
+                log_error("metrics_file_failed", msg);
+            }
+        }
         if (now - last_tick >= 1000000000ull) {
             last_tick = now;
             registry_tick(g);
@@ -422,7 +464,9 @@ int main(int argc, char **argv)
         fds[0] = (struct pollfd){.fd = sfd, .events = POLLIN};
         fds[1] = (struct pollfd){.fd = lfd, .events = POLLIN};
         int n = registry_pollfds(g, fds + 2, max - 2);
-        int rc = poll(fds, (nfds_t)n + 2, 1000);
+        /* 100 ms: how often client events reach the log (clients never wake us:
+         * no system call on their side) */
+        int rc = poll(fds, (nfds_t)n + 2, 100);
         if (rc < 0 && errno != EINTR) {
             log_error("poll_failed", strerror(errno));
             status = 1;
@@ -432,7 +476,13 @@ int main(int argc, char **argv)
             continue;
         if (fds[0].revents) {
             struct signalfd_siginfo si;
-            if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+            if (read(sfd, &si, sizeof si) != (ssize_t)sizeof si) {
+                /* spurious: nothing to do */
+            } else if (si.ssi_signo == SIGHUP) {
+                if (log_reopen() != 0)
+                    log_error("log_reopen_failed", strerror(errno));
+            } else {
+                event_log_drain(events);
                 log_begin("info", "stop");
                 log_str("signal", strsignal((int)si.ssi_signo));
                 log_end();
@@ -461,6 +511,7 @@ int main(int argc, char **argv)
     flush_region(r);
     close(lfd);
     free(fds);
+    event_log_free(events);
     registry_free(g);
     fl__region_unmap(r);
     return status;
