@@ -69,15 +69,17 @@ static void fl__report_loss(struct fl_keepalive *k, int err)
     if (!atomic_compare_exchange_strong_explicit(&k->lost, &expected, err, memory_order_relaxed,
                                                  memory_order_relaxed))
         return;
-    uint64_t one = 1;
-    if (write(k->efd, &one, sizeof one) != sizeof one) { /* cannot fail on an eventfd */
-    }
+    /* The callback first: an application woken by the fd may then rely on
+     * whatever the callback recorded. */
     if (k->on_lost) {
         fl_lease l = {.token = k->token,
                       .deadline_ns = atomic_load_explicit(&k->deadline_ns, memory_order_relaxed),
                       .slot = k->slot,
                       .flags = k->flags};
         k->on_lost(k->arg, &l, err);
+    }
+    uint64_t one = 1;
+    if (write(k->efd, &one, sizeof one) != sizeof one) { /* cannot fail on an eventfd */
     }
 }
 

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -66,16 +67,18 @@ static void test_kept_lease_survives(void **state)
     fl_close(r);
 }
 
+/* Atomics: written on the keepalive thread, read after the fd wakes us (an
+ * eventfd orders them, but sanitizers cannot see that). */
 struct lost_note {
-    int calls, err;
+    _Atomic int calls, err;
 };
 
 static void on_lost(void *arg, const fl_lease *lease, int err)
 {
     (void)lease;
     struct lost_note *n = arg;
-    n->calls++;
-    n->err = err;
+    atomic_store(&n->err, err);
+    atomic_fetch_add(&n->calls, 1);
 }
 
 /* The child keeps a lease alive, is stopped past it, and on resuming learns
@@ -102,7 +105,7 @@ static int keeper_child(void *arg, int in, int out)
     (void)in;
     int status = fl_keepalive_status(k, NULL);
     snprintf(line, sizeof line, "poll %d status %s calls %d err %s", rc, fl_err_name(status),
-             note.calls, fl_err_name(note.err));
+             atomic_load(&note.calls), fl_err_name(atomic_load(&note.err)));
     th_send(out, line);
     fl_lease last;
     fl_keepalive_stop(k, &last);
