@@ -101,7 +101,11 @@ static bool fl__ref_decode(const fl_region *r, uint64_t cur, uint32_t *buf, uint
 }
 
 /* Try to claim buffer i seen in state st for this handle.  Recycles FREE
- * buffers and PUBLISHED ones their record no longer names. */
+ * buffers and PUBLISHED ones their record no longer names.  st must have
+ * been loaded with acquire: PUBLISHED is stored (release) after the CAS that
+ * made the buffer current, so our later read of cur sees that CAS or a later
+ * value, never an older cur that would make a current buffer look like
+ * garbage. */
 static bool fl__buffer_claim(fl_region *r, uint32_t i, uint64_t st)
 {
     struct fl__buffer *b = fl__buffer_at(r, i);
@@ -144,7 +148,8 @@ static int fl__buffer_get(fl_region *r, uint32_t *out)
     uint32_t hint = atomic_exchange_explicit(&r->buffer_hint, 0, memory_order_relaxed);
     if (hint && hint <= r->buffer_count) {
         struct fl__buffer *b = fl__buffer_at(r, hint - 1);
-        if (fl__buffer_claim(r, hint - 1, atomic_load_explicit(&b->state, memory_order_relaxed))) {
+        /* acquire: see fl__buffer_claim */
+        if (fl__buffer_claim(r, hint - 1, atomic_load_explicit(&b->state, memory_order_acquire))) {
             *out = hint - 1;
             return 0;
         }
@@ -154,7 +159,8 @@ static int fl__buffer_get(fl_region *r, uint32_t *out)
     for (uint32_t n = 0; n < r->buffer_count; n++) {
         uint32_t i = (uint32_t)(((uint64_t)start + n) % r->buffer_count);
         struct fl__buffer *b = fl__buffer_at(r, i);
-        uint64_t st = atomic_load_explicit(&b->state, memory_order_relaxed);
+        /* acquire: see fl__buffer_claim */
+        uint64_t st = atomic_load_explicit(&b->state, memory_order_acquire);
         if (fl__buffer_claim(r, i, st)) {
             atomic_store_explicit(&r->hdr->buffer_hint, i + 1, memory_order_relaxed);
             *out = i;
@@ -312,26 +318,28 @@ int fl_commit(fl_region *r, const fl_lease *lease, const char *record, const voi
     int klen = fl__key_check(record);
     if (klen < 0)
         return klen;
-    struct fl__keytab t;
-    fl__keytab_records(r, &t);
-    uint32_t ri;
-    err = fl__key_find_or_create(&t, record, (size_t)klen, &ri);
-    if (err == -ENOSPC)
-        return fl__fail(-ENOSPC, "region %s: record table full (%u records); cannot add \"%s\"",
-                        r->path, r->record_capacity, record);
-    if (err)
-        return err;
-    struct fl__record *rec = &r->records[ri];
-    err = fl__record_bind(r, rec, lease->slot, record);
-    if (err)
-        return err;
-
+    /* The buffer first: a commit that cannot get one changes nothing, not
+     * even the record table or a binding. */
     uint32_t mine;
     if (fl__buffer_get(r, &mine) != 0)
         return fl__fail(-ENOSPC,
                         "region %s: no free commit buffer (%u buffers: current values plus "
                         "commits in flight)",
                         r->path, r->buffer_count);
+    struct fl__keytab t;
+    fl__keytab_records(r, &t);
+    uint32_t ri;
+    err = fl__key_find_or_create(&t, record, (size_t)klen, &ri);
+    if (err == -ENOSPC)
+        err = fl__fail(-ENOSPC, "region %s: record table full (%u records); cannot add \"%s\"",
+                       r->path, r->record_capacity, record);
+    struct fl__record *rec = err ? NULL : &r->records[ri];
+    if (!err)
+        err = fl__record_bind(r, rec, lease->slot, record);
+    if (err) {
+        fl__buffer_put(r, mine);
+        return err;
+    }
     fl__buffer_fill(r, mine, ri, lease->token, data, len);
     struct fl__buffer *b = fl__buffer_at(r, mine);
     uint64_t my_gen = fl__state_gen(atomic_load_explicit(&b->state, memory_order_relaxed));
