@@ -113,7 +113,8 @@ typedef struct fl_lease {
  * dies.  fl_region_registered() tells which.
  *
  * Errors:
- *   -EINVAL     region_path or out is NULL-but-required, or the path is too long
+ *   -EINVAL     out is NULL
+ *   -ENAMETOOLONG  the path (or its socket path) is too long
  *   -ENOENT     the region file does not exist (start fencelockd first)
  *   -EACCES     no permission to open or map the file
  *   -EPROTO     the file is not a fencelock region, or is corrupt or truncated
@@ -135,9 +136,10 @@ FL_API int fl_open(const char *region_path, fl_region **out);
 FL_API int fl_open_readonly(const char *region_path, fl_region **out);
 
 /* Unmap the region and end the registration.  Locks still held through this
- * handle are released by the supervisor as if the process had died (their
- * next holders see FL_LEASE_OWNER_DIED).  NULL is ignored.  Leases and data
- * obtained through the handle must not be used with another handle. */
+ * handle are released as if the process had died (their next holders see
+ * FL_LEASE_OWNER_DIED); an unregistered handle's locks end at their lease
+ * deadlines.  Stop every keepalive of the handle first.  NULL is ignored.
+ * Leases obtained through the handle must not be used afterwards. */
 FL_API void fl_close(fl_region *r);
 
 /* Acquire the lock of key and receive a lease with its fencing token.

@@ -282,6 +282,7 @@ struct fl__header {
 /* Event types and operations (the ring: events.c). */
 #define FL__EV_REJECTED 1u /* a stale token refused: commit, renew or release */
 #define FL__EV_TAKEOVER 2u /* an expired lease taken over */
+#define FL__EV_ABANDONED 3u /* a lock freed by fl_close of a handle that still held it */
 #define FL__OP_COMMIT 1u
 #define FL__OP_STRICT_COMMIT 2u
 #define FL__OP_RENEW 3u

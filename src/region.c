@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -246,6 +247,8 @@ int fl__region_map(const char *path, bool readonly, fl_region **out)
         err = -errno;
         if (err == -ENOENT)
             fl__fail(err, "region %s does not exist (is fencelockd running?)", path);
+        else if (err == -EISDIR)
+            err = fl__fail(-EPROTO, "region %s: not a regular file (a directory)", path);
         else
             fl__fail(err, "cannot open region %s: %s", path, strerror(errno));
         goto fail;
@@ -391,12 +394,28 @@ int fl_open_readonly(const char *region_path, fl_region **out)
     return fl__region_map(path, true, out);
 }
 
+/* Tell the supervisor's log of a lock fl_close freed. */
+static void fl__note_abandoned(void *ctx, uint32_t slot, uint64_t token)
+{
+    fl__event_post(ctx, &(struct fl__event_data){.type = FL__EV_ABANDONED,
+                                                 .slot = slot,
+                                                 .token = token});
+}
+
 void fl_close(fl_region *r)
 {
     if (!r)
         return;
     fl__keepalive_shutdown(r);
-    /* Closing the socket tells the supervisor to release what we still hold. */
+    /* Locks still held through this handle are abandoned, as at a death: we
+     * free them ourselves, which works whether or not the supervisor that
+     * registered us still runs.  shutdown() ends the connection even where a
+     * forked child holds a copy of the socket, so the supervisor releases
+     * the client index at once. */
+    if (r->client && !r->readonly)
+        fl__slots_reap_client(r, r->client, fl__note_abandoned, r);
+    if (r->sock >= 0)
+        shutdown(r->sock, SHUT_RDWR);
     fl__region_unmap(r);
 }
 

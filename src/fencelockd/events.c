@@ -110,6 +110,15 @@ static void on_event(void *ctx, const struct fl__event_data *d)
         log_end();
         return;
     }
+    if (d->type == FL__EV_ABANDONED) {
+        log_begin_at("info", "lock_released_by_death", when);
+        log_str("key", key);
+        log_u64("token", d->token);
+        log_u64("pid", d->pid);
+        log_str("reason", "closed");
+        log_end();
+        return;
+    }
     if (d->type != FL__EV_REJECTED)
         return;
     record_name(l->r, d->record, record);

@@ -1,0 +1,256 @@
+/*
+ * test_death.c - a holder that dies is noticed by the supervisor.
+ *
+ * I5: a registered holder killed with SIGKILL while holding a 60 s lease
+ * has its locks freed by fencelockd long before the lease ends; a waiter
+ * blocked in fl_acquire gets the key with FL_LEASE_OWNER_DIED, a later
+ * try-acquire of another key it held does too, and the supervisor logs
+ * "lock_released_by_death".  fl_close with locks held counts as a death.
+ * I10/I4: an unregistered holder (no supervisor) that dies is only freed at
+ * its lease deadline, and the next holder sees FL_LEASE_EXPIRED.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "agent.h"
+
+#define LONG_LEASE AG_S(60)
+
+/* I5 */
+static void test_sigkill_holder_wakes_waiter(void **state)
+{
+    (void)state;
+    th_daemon d;
+    const char *region = th_path("death.region");
+    ag_daemon_start(&d, region);
+    fl_region *ro;
+    assert_int_equal(fl_open_readonly(region, &ro), 0);
+
+    ag H, W;
+    ag_start(&H, region);
+    assert_int_equal(H.open_rc, 0);
+    assert_int_equal(H.registered, 1);
+    ag_start(&W, region);
+    assert_int_equal(W.open_rc, 0);
+
+    ag_reply rh = ag_do(&H, "acq h death/key %llu 0", (unsigned long long)LONG_LEASE);
+    assert_int_equal(rh.rc, 0);
+    ag_reply rh2 = ag_do(&H, "acq h2 death/other %llu 0", (unsigned long long)LONG_LEASE);
+    assert_int_equal(rh2.rc, 0);
+
+    /* the lock names its registered holder */
+    fl_lock_info hi;
+    assert_int_equal(ag_lock_info(ro, "death/key", &hi), 0);
+    assert_int_equal(hi.holder_pid, (uint32_t)H.c.pid);
+    assert_true(hi.holder_client != 0);
+    fl_client_info ci;
+    assert_int_equal(fl_client_info_get(ro, hi.holder_client, &ci), 0);
+    assert_int_equal(ci.pid, (uint32_t)H.c.pid);
+    assert_int_equal(ci.client_id, hi.holder_client_id);
+    assert_int_equal(ci.attached, 1);
+
+    /* W blocks in fl_acquire with a long timeout */
+    ag_send(&W, "acq w death/key %llu %lld", (unsigned long long)LONG_LEASE,
+            (long long)AG_S(50));
+    assert_true(ag_wait_waiters(ro, "death/key", 1, 20000));
+    assert_true(ag_wait_sleeping(W.c.pid, 20000));
+
+    uint64_t t_kill = th_now_ns();
+    int st = ag_kill(&H);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+
+    ag_reply rw;
+    assert_int_equal(ag_read(&W, &rw, 40000), 0);
+    assert_int_equal(rw.rc, 0);
+    assert_int_equal(rw.token, rh.token + 1);
+    assert_true(rw.flags & FL_LEASE_OWNER_DIED);
+    assert_false(rw.flags & FL_LEASE_EXPIRED);
+    /* well within the dead holder's lease (a bound on behaviour, not speed) */
+    assert_true(rw.t_end - t_kill < AG_S(10));
+    assert_true(rw.t_end < rh.deadline_ns);
+
+    /* the other key it held is free too, and says why */
+    assert_true(th_daemon_log_wait(&d, "lock_released_by_death", 2, 20000));
+    assert_true(th_daemon_log_count(&d, "\"key\":\"death/key\"") >= 1);
+    assert_true(th_daemon_log_count(&d, "\"key\":\"death/other\"") >= 1);
+    fl_lock_info li;
+    assert_int_equal(ag_lock_info(ro, "death/other", &li), 0);
+    assert_int_equal(li.state, FL_LOCK_FREE);
+    assert_int_equal(li.last_release, FL_LEASE_OWNER_DIED);
+    assert_int_equal(li.deaths, 1);
+    ag_reply r = ag_do(&W, "acq w2 death/other %llu 0", (unsigned long long)LONG_LEASE);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.token, rh2.token + 1);
+    assert_true(r.flags & FL_LEASE_OWNER_DIED);
+    assert_int_equal(ag_do(&W, "rel w2").rc, 0);
+    assert_int_equal(ag_do(&W, "rel w").rc, 0);
+
+    /* the next holder after a normal release is not told of a death */
+    r = ag_do(&W, "acq w death/key %llu 0", (unsigned long long)LONG_LEASE);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.flags, 0);
+    assert_int_equal(ag_do(&W, "rel w").rc, 0);
+
+    assert_int_equal(ag_stop(&W), 0);
+    fl_close(ro);
+    th_daemon_stop(&d, SIGTERM);
+}
+
+/* I5: fl_close with a lock held releases it as if the process had died. */
+static void test_close_releases_as_death(void **state)
+{
+    (void)state;
+    th_daemon d;
+    const char *region = th_path("close.region");
+    ag_daemon_start(&d, region);
+    fl_region *ro;
+    assert_int_equal(fl_open_readonly(region, &ro), 0);
+    ag H, W;
+    ag_start(&H, region);
+    ag_start(&W, region);
+    assert_int_equal(H.registered, 1);
+    assert_int_equal(W.open_rc, 0);
+    ag_reply rh = ag_do(&H, "acq h close/key %llu 0", (unsigned long long)LONG_LEASE);
+    assert_int_equal(rh.rc, 0);
+    ag_send(&W, "acq w close/key %llu %lld", (unsigned long long)LONG_LEASE,
+            (long long)AG_S(50));
+    assert_true(ag_wait_waiters(ro, "close/key", 1, 20000));
+    assert_true(ag_wait_sleeping(W.c.pid, 20000));
+    uint64_t t_close = th_now_ns();
+    assert_int_equal(ag_do(&H, "close").rc, 0); /* H lives on, without its handle */
+    ag_reply rw;
+    assert_int_equal(ag_read(&W, &rw, 40000), 0);
+    assert_int_equal(rw.rc, 0);
+    assert_int_equal(rw.token, rh.token + 1);
+    assert_true(rw.flags & FL_LEASE_OWNER_DIED);
+    assert_true(rw.t_end - t_close < AG_S(10));
+    assert_true(th_daemon_log_wait(&d, "lock_released_by_death", 1, 20000));
+    assert_int_equal(ag_do(&W, "rel w").rc, 0);
+    assert_int_equal(ag_stop(&W), 0);
+    assert_int_equal(ag_stop(&H), 0);
+    fl_close(ro);
+    th_daemon_stop(&d, SIGTERM);
+}
+
+/* I10 I4: without a supervisor a dead holder's lock ends at its deadline. */
+static void test_unregistered_death_falls_back_to_lease(void **state)
+{
+    (void)state;
+    th_daemon d;
+    const char *region = th_path("nosup.region");
+    ag_daemon_start(&d, region); /* creates the region */
+    int st = th_daemon_stop(&d, SIGTERM);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+    ag H, W;
+    ag_start(&H, region);
+    assert_int_equal(H.open_rc, 0);
+    assert_int_equal(H.registered, 0);
+    ag_start(&W, region);
+    assert_int_equal(W.open_rc, 0);
+    ag_reply rh = ag_do(&H, "acq h nosup/key %llu 0", (unsigned long long)AG_MS(500));
+    assert_int_equal(rh.rc, 0);
+    fl_region *ro;
+    assert_int_equal(fl_open_readonly(region, &ro), 0);
+    fl_lock_info hi;
+    assert_int_equal(ag_lock_info(ro, "nosup/key", &hi), 0);
+    assert_int_equal(hi.holder_client, 0); /* unregistered */
+    assert_int_equal(hi.holder_client_id, 0);
+    fl_close(ro);
+    ag_kill(&H);
+    ag_reply rw = ag_do(&W, "acq w nosup/key %llu %lld", (unsigned long long)LONG_LEASE,
+                        (long long)AG_S(20));
+    assert_int_equal(rw.rc, 0);
+    assert_int_equal(rw.token, rh.token + 1);
+    assert_true(rw.flags & FL_LEASE_EXPIRED);
+    assert_false(rw.flags & FL_LEASE_OWNER_DIED);
+    assert_true(rw.t_end >= rh.deadline_ns);
+    assert_int_equal(ag_do(&W, "rel w").rc, 0);
+    assert_int_equal(ag_stop(&W), 0);
+}
+
+/* I5: a forked child that inherited the handle's registration socket (it
+ * never uses fencelock) must not keep the parent's locks alive: neither
+ * when the parent dies, nor when it closes its handle (fl_close promises
+ * release "as if the process had died"). */
+static void test_inherited_socket_does_not_keep_locks(void **state)
+{
+    (void)state;
+    th_daemon d;
+    const char *region = th_path("fork.region");
+    ag_daemon_start(&d, region);
+    fl_region *ro;
+    assert_int_equal(fl_open_readonly(region, &ro), 0);
+    ag H, W;
+    ag_start(&H, region);
+    ag_start(&W, region);
+    assert_int_equal(H.registered, 1);
+    assert_int_equal(W.open_rc, 0);
+
+    /* the parent dies, its forked child lives on */
+    ag_reply rh = ag_do(&H, "acq h fork/die %llu 0", (unsigned long long)LONG_LEASE);
+    assert_int_equal(rh.rc, 0);
+    ag_reply sp = ag_do(&H, "spawn");
+    assert_int_equal(sp.rc, 0);
+    ag_track_foreign((pid_t)sp.token);
+    ag_send(&W, "acq w fork/die %llu %lld", (unsigned long long)LONG_LEASE, (long long)AG_S(15));
+    assert_true(ag_wait_waiters(ro, "fork/die", 1, 20000));
+    assert_true(ag_wait_sleeping(W.c.pid, 20000));
+    uint64_t t0 = th_now_ns();
+    ag_kill(&H);
+    ag_reply rw;
+    assert_int_equal(ag_read(&W, &rw, 40000), 0);
+    assert_int_equal(rw.rc, 0);
+    assert_true(rw.flags & FL_LEASE_OWNER_DIED);
+    assert_true(rw.t_end - t0 < AG_S(10));
+    assert_int_equal(ag_do(&W, "rel w").rc, 0);
+    kill((pid_t)sp.token, SIGKILL);
+
+    /* the parent closes its handle, its forked child lives on */
+    ag H2;
+    ag_start(&H2, region);
+    assert_int_equal(H2.registered, 1);
+    rh = ag_do(&H2, "acq h fork/close %llu 0", (unsigned long long)LONG_LEASE);
+    assert_int_equal(rh.rc, 0);
+    sp = ag_do(&H2, "spawn");
+    assert_int_equal(sp.rc, 0);
+    ag_track_foreign((pid_t)sp.token);
+    ag_send(&W, "acq w fork/close %llu %lld", (unsigned long long)LONG_LEASE,
+            (long long)AG_S(15));
+    assert_true(ag_wait_waiters(ro, "fork/close", 1, 20000));
+    assert_true(ag_wait_sleeping(W.c.pid, 20000));
+    t0 = th_now_ns();
+    assert_int_equal(ag_do(&H2, "close").rc, 0);
+    assert_int_equal(ag_read(&W, &rw, 40000), 0);
+    if (rw.rc != 0)
+        fail_msg("fl_close did not release the lock while a forked child holds a copy of "
+                 "the registration socket: waiter got %s after %.1f s (lease 60 s)",
+                 fl_err_name(rw.rc), (double)(rw.t_end - t0) / 1e9);
+    assert_true(rw.flags & FL_LEASE_OWNER_DIED);
+    assert_true(rw.t_end - t0 < AG_S(10));
+    assert_int_equal(ag_do(&W, "rel w").rc, 0);
+    kill((pid_t)sp.token, SIGKILL);
+    ag_stop(&H2);
+    ag_stop(&W);
+    fl_close(ro);
+    th_daemon_stop(&d, SIGTERM);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_sigkill_holder_wakes_waiter, ag_teardown),
+        cmocka_unit_test_teardown(test_close_releases_as_death, ag_teardown),
+        cmocka_unit_test_teardown(test_unregistered_death_falls_back_to_lease, ag_teardown),
+        cmocka_unit_test_teardown(test_inherited_socket_does_not_keep_locks, ag_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
