@@ -55,14 +55,22 @@ int fl__client_register(fl_region *r)
         err = fl__fail(-ECONNREFUSED, "supervisor at %s did not take our hello", addr.sun_path);
         goto fail;
     }
+    unsigned char buf[sizeof(struct fl__reply) + 1]; /* +1: a longer message is caught */
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
     struct fl__reply reply;
-    ssize_t n = recv(fd, &reply, sizeof reply, 0);
-    if (n != (ssize_t)sizeof reply || reply.magic != FL__REPLY_MAGIC) {
-        err = fl__fail(-ECONNREFUSED, "supervisor at %s gave no valid answer", addr.sun_path);
+    char why[160];
+    if (n < 0) {
+        err = fl__fail(-ECONNREFUSED, "supervisor at %s did not answer: %s", addr.sun_path,
+                       strerror(errno));
+        goto fail;
+    }
+    if (fl__reply_parse(buf, (size_t)n, r->client_capacity, &reply, why, sizeof why) != 0) {
+        err = fl__fail(-ECONNREFUSED, "supervisor at %s: malformed reply: %s", addr.sun_path,
+                       why);
         goto fail;
     }
     if (reply.status != 0) {
-        err = reply.status < 0 && reply.status > -4096 ? reply.status : -EPROTO;
+        err = reply.status;
         fl__fail(err, "supervisor at %s refused registration: %s", addr.sun_path,
                  fl_strerror(err));
         goto fail;
@@ -73,11 +81,6 @@ int fl__client_register(fl_region *r)
                        "region %s: the supervisor serves another file under this name "
                        "(was the region replaced?)",
                        r->path);
-        goto fail;
-    }
-    if (reply.client == 0 || reply.client >= r->client_capacity) {
-        err = fl__fail(-EPROTO, "supervisor assigned client index %u of %u", reply.client,
-                       r->client_capacity);
         goto fail;
     }
     r->sock = fd;

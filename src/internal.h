@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "fencelock.h"
@@ -194,6 +195,15 @@ struct fl__event_reader {
 typedef void (*fl__event_fn)(void *ctx, const struct fl__event_data *d);
 /* Supervisor: hand every published event to fn, in order.  Returns how many. */
 uint32_t fl__events_drain(fl_region *r, struct fl__event_reader *rd, fl__event_fn fn, void *ctx);
+
+/* ---- proto.c ---- */
+/* Parse a hello from untrusted bytes: 0, -EPROTO or -EPROTONOSUPPORT, with
+ * the reason in why. */
+int fl__hello_parse(const void *buf, size_t n, struct fl__hello *out, char *why, size_t whycap);
+/* Parse a supervisor's reply: 0 or -EPROTO (reason in why); out->status may
+ * itself be a refusal (negative errno). */
+int fl__reply_parse(const void *buf, size_t n, uint32_t client_capacity, struct fl__reply *out,
+                    char *why, size_t whycap);
 
 /* ---- record.c ---- */
 /* Release staging buffers of a dead client and publish those its commit had

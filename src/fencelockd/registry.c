@@ -196,9 +196,14 @@ void registry_adopt(struct registry *g)
 void registry_accept(struct registry *g, int fd)
 {
     if (g->npending == MAX_PENDING) {
-        log_error("connection_refused", "too many connections without a hello");
-        close(fd);
-        return;
+        /* Connections that never say hello must not lock real clients out:
+         * the oldest one goes. */
+        log_begin("warn", "connection_dropped");
+        log_str("message", "too many connections without a hello: dropped the oldest");
+        log_end();
+        close(g->pending[0]);
+        memmove(g->pending, g->pending + 1, (MAX_PENDING - 1) * sizeof g->pending[0]);
+        g->npending--;
     }
     g->pending[g->npending++] = fd;
 }
@@ -217,21 +222,26 @@ static void reply(int fd, int status, uint32_t index, uint64_t id, const struct 
 /* Read the hello of a pending connection; the fd is ours to keep or close. */
 static void hello(struct registry *g, int fd)
 {
-    struct fl__hello h;
-    ssize_t n = recv(fd, &h, sizeof h, MSG_DONTWAIT);
+    unsigned char buf[sizeof(struct fl__hello) + 1]; /* +1: a longer message is caught */
+    ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN)) {
         close(fd);
         return;
     }
     if (n < 0)
         return; /* spurious; keep waiting (cannot happen after POLLIN, harmless) */
-    if (n != (ssize_t)sizeof h || h.magic != FL__HELLO_MAGIC || h.version != FL__PROTO_VERSION) {
-        char msg[160];
-        snprintf(msg, sizeof msg,
-                 "malformed hello: %zd bytes (want %zu), magic %#x, version %u", n, sizeof h,
-                 n >= 4 ? h.magic : 0, n >= 8 ? h.version : 0);
-        log_error("bad_message", msg);
-        reply(fd, -EPROTO, 0, 0, NULL);
+    struct fl__hello h;
+    char why[160];
+    int err = fl__hello_parse(buf, (size_t)n, &h, why, sizeof why);
+    if (err) {
+        log_begin("warn", "bad_message");
+        log_str("message", why);
+        struct ucred peer;
+        socklen_t plen = sizeof peer;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &plen) == 0)
+            log_u64("pid", (uint64_t)peer.pid);
+        log_end();
+        reply(fd, err, 0, 0, NULL);
         close(fd);
         return;
     }
