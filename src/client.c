@@ -39,14 +39,14 @@ int fl__client_register(fl_region *r)
                         sizeof addr.sun_path - 1);
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return fl__fail(-errno, "socket: %s", strerror(errno));
+        return fl__fail(fl__neg_errno(), "socket: %s", strerror(errno));
     struct timeval tv = {.tv_sec = FL__REGISTER_TIMEOUT_MS / 1000,
-                         .tv_usec = (FL__REGISTER_TIMEOUT_MS % 1000) * 1000};
+                         .tv_usec = (suseconds_t)(FL__REGISTER_TIMEOUT_MS % 1000) * 1000};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     int err;
     if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
-        err = fl__fail(-errno, "no supervisor at %s: %s", addr.sun_path, strerror(errno));
+        err = fl__fail(fl__neg_errno(), "no supervisor at %s: %s", addr.sun_path, strerror(errno));
         goto fail;
     }
     struct fl__hello hello = {.magic = FL__HELLO_MAGIC, .version = FL__PROTO_VERSION,
@@ -71,7 +71,7 @@ int fl__client_register(fl_region *r)
     }
     if (reply.status != 0) {
         err = reply.status;
-        fl__fail(err, "supervisor at %s refused registration: %s", addr.sun_path,
+        fl__set_error("supervisor at %s refused registration: %s", addr.sun_path,
                  fl_strerror(err));
         goto fail;
     }

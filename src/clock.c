@@ -30,9 +30,9 @@ int fl__read_boot_id(char buf[40])
         path = "/proc/sys/kernel/random/boot_id";
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return -errno;
+        return fl__neg_errno();
     ssize_t n = read(fd, buf, 39);
-    int err = n < 0 ? -errno : 0;
+    int err = n < 0 ? fl__neg_errno() : 0;
     close(fd);
     if (err)
         return err;
@@ -62,8 +62,8 @@ uint64_t fl__process_start_time(pid_t pid)
     for (; *p && field < 22; p++)
         if (*p == ' ')
             field++;
-    unsigned long long v = 0;
-    if (sscanf(p, "%llu", &v) != 1)
-        return 0;
-    return v;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(p, &end, 10);
+    return errno == 0 && end != p ? v : 0;
 }

@@ -81,11 +81,10 @@ const char *fl_last_error(void) { return fl__last; }
 
 void fl__clear_error(void) { fl__last[0] = '\0'; }
 
-int fl__fail(int err, const char *fmt, ...)
+void fl__set_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(fl__last, sizeof fl__last, fmt, ap);
     va_end(ap);
-    return err;
 }

@@ -65,8 +65,19 @@ struct fl_region {
 };
 
 /* ---- error.c ---- */
-/* Record a detailed message for fl_last_error() and return err (negative). */
-int fl__fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* errno as a negative error code, never 0 (a failed call always has a cause;
+ * analyzers cannot know that errno is set). */
+static inline int fl__neg_errno(void)
+{
+    int e = errno;
+    return e > 0 ? -e : -EIO;
+}
+
+/* Record a detailed message for fl_last_error(). */
+void fl__set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Record the message and evaluate to err (negative).  A macro so that the
+ * value is visible where it is returned (to readers and to analyzers). */
+#define fl__fail(err, ...) (fl__set_error(__VA_ARGS__), (err))
 void fl__clear_error(void);
 
 /* ---- clock.c ---- */

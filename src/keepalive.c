@@ -155,7 +155,7 @@ static int fl__keeper_get(fl_region *r, struct fl__keeper **out)
             pthread_cond_destroy(&kp->wake);
             pthread_mutex_destroy(&kp->lock);
             free(kp);
-            err = -rc;
+            err = rc > 0 ? -rc : -EAGAIN;
             goto out;
         }
     }
@@ -183,7 +183,7 @@ int fl_keepalive_start(fl_region *r, const fl_lease *lease, uint64_t lease_ns, f
         return fl__fail(-ENOMEM, "out of memory");
     k->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (k->efd < 0) {
-        err = fl__fail(-errno, "eventfd: %s", strerror(errno));
+        err = fl__fail(fl__neg_errno(), "eventfd: %s", strerror(errno));
         free(k);
         return err;
     }
@@ -196,13 +196,14 @@ int fl_keepalive_start(fl_region *r, const fl_lease *lease, uint64_t lease_ns, f
     atomic_init(&k->lost, 0);
     k->on_lost = on_lost;
     k->arg = arg;
-    struct fl__keeper *kp;
+    struct fl__keeper *kp = NULL;
     err = fl__keeper_get(r, &kp);
     if (err) {
         close(k->efd);
         free(k);
         return fl__fail(err, "cannot start the keepalive thread");
     }
+    /* NOLINTNEXTLINE(clang-analyzer-core.NonNullParamChecker): kp is set when err is 0 */
     pthread_mutex_lock(&kp->lock);
     cds_list_add_rcu(&k->node, &kp->leases);
     kp->generation++;

@@ -131,7 +131,7 @@ static int fl__probe(const struct fl__keytab *t, const char *key, size_t len, ui
 
 int fl__key_find(const struct fl__keytab *t, const char *key, size_t len, uint32_t *idx)
 {
-    uint32_t empty;
+    uint32_t empty = 0;
     return fl__probe(t, key, len, fl__hash(key, len), idx, &empty);
 }
 
@@ -163,11 +163,11 @@ static void fl__entry_keep_spare(const struct fl__keytab *t, uint32_t idx)
 int fl__key_find_or_create(const struct fl__keytab *t, const char *key, size_t len,
                            uint32_t *idx)
 {
-    uint32_t hash = fl__hash(key, len), empty;
+    uint32_t hash = fl__hash(key, len), empty = 0;
     int err = fl__probe(t, key, len, hash, idx, &empty);
     if (err != -ENOENT)
         return err;
-    uint32_t mine;
+    uint32_t mine = 0;
     err = fl__entry_take(t, &mine);
     if (err == -ENOSPC) {
         /* It may have been created meanwhile; only then is "full" wrong. */
@@ -213,7 +213,7 @@ int fl__key_published(const struct fl__keytab *t, uint32_t idx, char out[FL_KEY_
     key[len] = '\0';
     if (strlen(key) != len)
         return -ENOENT; /* a NUL inside: corrupt or half-written */
-    uint32_t found;
+    uint32_t found = 0;
     if (fl__key_find(t, key, len, &found) != 0 || found != idx)
         return -ENOENT; /* never published, or abandoned after a lost race */
     memcpy(out, key, len + 1);

@@ -215,8 +215,8 @@ static int fl__record_current(fl_region *r, struct fl__record *rec, uint64_t *cu
             *version = 0;
             return 0;
         }
-        uint32_t bi;
-        uint64_t gen;
+        uint32_t bi = 0;
+        uint64_t gen = 0;
         if (!fl__ref_decode(r, cur, &bi, &gen))
             return fl__fail(-EPROTO, "region %s: record refers to buffer %llu of %u", r->path,
                             (unsigned long long)(cur >> FL__REF_SHIFT), r->buffer_count);
@@ -320,7 +320,7 @@ int fl_commit(fl_region *r, const fl_lease *lease, const char *record, const voi
         return klen;
     /* The buffer first: a commit that cannot get one changes nothing, not
      * even the record table or a binding. */
-    uint32_t mine;
+    uint32_t mine = 0;
     if (fl__buffer_get(r, &mine) != 0)
         return fl__fail(-ENOSPC,
                         "region %s: no free commit buffer (%u buffers: current values plus "
@@ -328,7 +328,7 @@ int fl_commit(fl_region *r, const fl_lease *lease, const char *record, const voi
                         r->path, r->buffer_count);
     struct fl__keytab t;
     fl__keytab_records(r, &t);
-    uint32_t ri;
+    uint32_t ri = 0;
     err = fl__key_find_or_create(&t, record, (size_t)klen, &ri);
     if (err == -ENOSPC)
         err = fl__fail(-ENOSPC, "region %s: record table full (%u records); cannot add \"%s\"",
@@ -346,7 +346,7 @@ int fl_commit(fl_region *r, const fl_lease *lease, const char *record, const voi
     uint64_t my_ref = fl__ref(mine, my_gen);
 
     for (;;) {
-        uint64_t cur, f, v;
+        uint64_t cur = 0, f = 0, v = 0;
         err = fl__record_current(r, rec, &cur, &f, &v);
         if (err) {
             fl__buffer_put(r, mine);
@@ -374,8 +374,8 @@ int fl_commit(fl_region *r, const fl_lease *lease, const char *record, const voi
             atomic_fetch_add_explicit(&rec->commits, 1, memory_order_relaxed);
             /* The value we replaced is garbage now: our next commit tries
              * it first, without holding it meanwhile. */
-            uint32_t old;
-            uint64_t old_gen;
+            uint32_t old = 0;
+            uint64_t old_gen = 0;
             if (fl__ref_decode(r, cur, &old, &old_gen))
                 atomic_store_explicit(&r->buffer_hint, old + 1, memory_order_relaxed);
             if (accepted)
@@ -396,7 +396,7 @@ int fl_read(fl_region *r, const char *record, void *buf, size_t cap, size_t *len
         return klen;
     struct fl__keytab t;
     fl__keytab_records(r, &t);
-    uint32_t ri;
+    uint32_t ri = 0;
     int err = fl__key_find(&t, record, (size_t)klen, &ri);
     if (err == -ENOENT)
         return fl__fail(-ENOENT, "record \"%s\" was never committed", record);
@@ -409,8 +409,8 @@ int fl_read(fl_region *r, const char *record, void *buf, size_t cap, size_t *len
         uint64_t cur = atomic_load_explicit(&rec->cur, memory_order_acquire);
         if (cur == 0)
             return fl__fail(-ENOENT, "record \"%s\" was never committed", record);
-        uint32_t bi;
-        uint64_t gen;
+        uint32_t bi = 0;
+        uint64_t gen = 0;
         if (!fl__ref_decode(r, cur, &bi, &gen))
             return fl__fail(-EPROTO, "region %s: record \"%s\" refers to a buffer out of range",
                             r->path, record);
@@ -518,12 +518,12 @@ int fl_record_info_get(fl_region *r, uint32_t index, fl_record_info *info)
     fl__keytab_locks(r, &lt);
     if (bound && bound - 1 < fl__keytab_used(&lt))
         fl__key_published(&lt, bound - 1, info->bound_key);
-    uint64_t cur, tok, ver;
+    uint64_t cur = 0, tok = 0, ver = 0;
     if (fl__record_current(r, rec, &cur, &tok, &ver) == 0 && cur) {
         info->accepted_token = tok;
         info->version = ver;
-        uint32_t bi;
-        uint64_t gen;
+        uint32_t bi = 0;
+        uint64_t gen = 0;
         if (fl__ref_decode(r, cur, &bi, &gen)) {
             uint32_t n = atomic_load_explicit(&fl__buffer_at(r, bi)->len, memory_order_relaxed);
             info->size = n <= r->record_size ? n : 0;

@@ -88,9 +88,10 @@ static int fl__layout(struct fl__header *h)
 int fl__region_resolve_path(const char *path, char *buf, size_t cap)
 {
     if (path && *path) {
-        if (strlen(path) >= cap)
-            return fl__fail(-ENAMETOOLONG, "region path too long (%zu bytes)", strlen(path));
-        strcpy(buf, path);
+        size_t n = strlen(path);
+        if (n >= cap)
+            return fl__fail(-ENAMETOOLONG, "region path too long (%zu bytes)", n);
+        memcpy(buf, path, n + 1);
         return 0;
     }
     return fl_default_region_path(buf, cap);
@@ -143,7 +144,7 @@ int fl__region_create(const char *path, const struct fl__params *p)
         return fl__fail(-ENAMETOOLONG, "region path too long: %s", path);
     int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0)
-        return fl__fail(-errno, "cannot create %s: %s", tmp, strerror(errno));
+        return fl__fail(fl__neg_errno(), "cannot create %s: %s", tmp, strerror(errno));
     /* The rest of the file stays zero: free slots, empty indexes, free buffers. */
     int rc = posix_fallocate(fd, 0, (off_t)h.file_size);
     if (rc != 0) {
@@ -156,12 +157,12 @@ int fl__region_create(const char *path, const struct fl__params *p)
         goto fail;
     }
     if (fsync(fd) != 0) {
-        err = fl__fail(-errno, "fsync of %s failed: %s", tmp, strerror(errno));
+        err = fl__fail(fl__neg_errno(), "fsync of %s failed: %s", tmp, strerror(errno));
         goto fail;
     }
     /* link() fails with EEXIST instead of replacing a region in use. */
     if (link(tmp, path) != 0) {
-        err = fl__fail(-errno, "cannot create region %s: %s", path, strerror(errno));
+        err = fl__fail(fl__neg_errno(), "cannot create region %s: %s", path, strerror(errno));
         goto fail;
     }
     unlink(tmp);
@@ -235,27 +236,28 @@ int fl__region_map(const char *path, bool readonly, fl_region **out)
     r->pid = (uint32_t)getpid();
     pthread_mutex_init(&r->keeper_lock, NULL);
     int err = 0;
-    if (strlen(path) >= sizeof r->path) {
+    size_t plen = strlen(path);
+    if (plen >= sizeof r->path) {
         err = fl__fail(-ENAMETOOLONG, "region path too long");
         goto fail;
     }
-    strcpy(r->path, path);
+    memcpy(r->path, path, plen + 1);
     /* O_NONBLOCK: a FIFO or device under the name must not hang us in
      * open(); it is refused below as not a regular file. */
     r->fd = open(path, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NONBLOCK);
     if (r->fd < 0) {
-        err = -errno;
+        err = fl__neg_errno();
         if (err == -ENOENT)
-            fl__fail(err, "region %s does not exist (is fencelockd running?)", path);
+            fl__set_error("region %s does not exist (is fencelockd running?)", path);
         else if (err == -EISDIR)
             err = fl__fail(-EPROTO, "region %s: not a regular file (a directory)", path);
         else
-            fl__fail(err, "cannot open region %s: %s", path, strerror(errno));
+            fl__set_error("cannot open region %s: %s", path, strerror(errno));
         goto fail;
     }
     struct stat st;
     if (fstat(r->fd, &st) != 0) {
-        err = fl__fail(-errno, "cannot stat region %s: %s", path, strerror(errno));
+        err = fl__fail(fl__neg_errno(), "cannot stat region %s: %s", path, strerror(errno));
         goto fail;
     }
     if (!S_ISREG(st.st_mode)) {
@@ -266,7 +268,7 @@ int fl__region_map(const char *path, bool readonly, fl_region **out)
     memset(&h, 0, sizeof h);
     ssize_t n = pread(r->fd, &h, sizeof h, 0);
     if (n < 0) {
-        err = fl__fail(-errno, "cannot read region %s: %s", path, strerror(errno));
+        err = fl__fail(fl__neg_errno(), "cannot read region %s: %s", path, strerror(errno));
         goto fail;
     }
     err = fl__validate(path, &h, (uint64_t)st.st_size);
@@ -275,7 +277,7 @@ int fl__region_map(const char *path, bool readonly, fl_region **out)
     void *base = mmap(NULL, h.file_size, readonly ? PROT_READ : PROT_READ | PROT_WRITE,
                       MAP_SHARED, r->fd, 0);
     if (base == MAP_FAILED) {
-        err = fl__fail(-errno, "cannot map region %s: %s", path, strerror(errno));
+        err = fl__fail(fl__neg_errno(), "cannot map region %s: %s", path, strerror(errno));
         goto fail;
     }
     r->base = base;
@@ -358,10 +360,11 @@ int fl_open(const char *region_path, fl_region **out)
     int err = fl__region_resolve_path(region_path, path, sizeof path);
     if (err)
         return err;
-    fl_region *r;
+    fl_region *r = NULL;
     err = fl__region_map(path, false, &r);
     if (err)
         return err;
+    /* NOLINTNEXTLINE(clang-analyzer-core.NullDereference): r is set when err is 0 */
     if (r->other_boot) {
         fl__region_unmap(r);
         return fl__fail(-EAGAIN,

@@ -197,7 +197,7 @@ int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout
         return len;
     struct fl__keytab t;
     fl__keytab_locks(r, &t);
-    uint32_t idx;
+    uint32_t idx = 0;
     int err = fl__key_find_or_create(&t, key, (size_t)len, &idx);
     if (err == -ENOSPC)
         return fl__fail(-ENOSPC, "region %s: lock table full (%u keys); cannot add key \"%s\"",
@@ -210,7 +210,7 @@ int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout
     uint64_t wait_until = timeout_ns > 0 ? now + (uint64_t)timeout_ns : 0;
     bool contended = false, spun = false;
     for (;;) {
-        uint64_t s, l;
+        uint64_t s = 0, l = 0;
         fl__pair_load(&sl->pair, &s, &l);
         now = fl__now(r);
         uint32_t flags = 0;
@@ -257,7 +257,7 @@ int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout
                             "key \"%s\": token counter of epoch %llu spent (fencelockd "
                             "advances the epoch; is it running?)",
                             key, (unsigned long long)epoch);
-        uint64_t nl;
+        uint64_t nl = 0;
         err = fl__make_lease(r, now, lease_ns, &nl);
         if (err)
             return err;
@@ -321,13 +321,13 @@ static int fl__lease_slot(fl_region *r, const fl_lease *lease, const char *fn,
 int fl_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns)
 {
     fl__clear_error();
-    struct fl__slot *sl;
+    struct fl__slot *sl = NULL;
     int err = fl__lease_slot(r, lease, "fl_renew", &sl);
     if (err)
         return err;
     if (lease_ns == 0)
         return fl__fail(-EINVAL, "fl_renew: lease_ns must be > 0");
-    uint64_t s, l;
+    uint64_t s = 0, l = 0;
     fl__pair_load(&sl->pair, &s, &l);
     for (;;) {
         uint64_t now = fl__now(r);
@@ -336,7 +336,7 @@ int fl_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns)
             return fl__fail(-ESTALE, "renew of token %llu: ownership lost",
                             (unsigned long long)lease->token);
         }
-        uint64_t nl;
+        uint64_t nl = 0;
         err = fl__make_lease(r, now, lease_ns, &nl);
         if (err)
             return err;
@@ -354,12 +354,12 @@ int fl_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns)
 int fl_release(fl_region *r, const fl_lease *lease)
 {
     fl__clear_error();
-    struct fl__slot *sl;
+    struct fl__slot *sl = NULL;
     int err = fl__lease_slot(r, lease, "fl_release", &sl);
     if (err)
         return err;
     uint64_t held = lease->token << FL__TOKEN_SHIFT | FL__HELD;
-    uint64_t s, l;
+    uint64_t s = 0, l = 0;
     fl__pair_load(&sl->pair, &s, &l);
     for (;;) {
         if (s != held) {
@@ -390,7 +390,7 @@ int fl_check(fl_region *r, const fl_lease *lease)
     if (lease->slot >= fl__keytab_used(&t))
         return fl__fail(-EINVAL, "fl_check: lease names slot %u, which this region never issued",
                         lease->slot);
-    uint64_t s, l;
+    uint64_t s = 0, l = 0;
     fl__pair_load(&fl__slot_at(r, lease->slot)->pair, &s, &l);
     if (s == (lease->token << FL__TOKEN_SHIFT | FL__HELD) && fl__now(r) < fl__deadline_ns(l))
         return 0;
@@ -399,7 +399,7 @@ int fl_check(fl_region *r, const fl_lease *lease)
 
 uint64_t fl__slot_token(const fl_region *r, uint32_t i)
 {
-    uint64_t s, l;
+    uint64_t s = 0, l = 0;
     fl__pair_load(&fl__slot_at(r, i)->pair, &s, &l);
     return s >> FL__TOKEN_SHIFT;
 }
@@ -413,7 +413,7 @@ static uint32_t fl__slots_free_where(fl_region *r, uint32_t client, bool any, ui
     uint32_t used = fl__keytab_used(&t), freed = 0;
     for (uint32_t i = 0; i < used; i++) {
         struct fl__slot *sl = fl__slot_at(r, i);
-        uint64_t s, l;
+        uint64_t s = 0, l = 0;
         fl__pair_load(&sl->pair, &s, &l);
         while ((s & FL__HELD) && (any || fl__owner(l) == client)) {
             if (fl__pair_cas(&sl->pair, &s, &l, s & ~FL__HELD, why)) {
@@ -456,7 +456,7 @@ int fl_lock_info_get(fl_region *r, uint32_t index, fl_lock_info *info)
     if (fl__key_published(&t, index, info->key) != 0)
         return fl__fail(-ENOENT, "lock slot %u holds no published key", index);
     struct fl__slot *sl = fl__slot_at(r, index);
-    uint64_t s, l;
+    uint64_t s = 0, l = 0;
     fl__pair_load(&sl->pair, &s, &l);
     uint64_t now = fl__now(r);
     info->token = s >> FL__TOKEN_SHIFT;

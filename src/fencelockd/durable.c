@@ -73,10 +73,24 @@ int durable_load(const char *path, uint64_t *epoch, char *err, size_t errcap)
     size_t n = fread(text, 1, sizeof text - 1, f);
     fclose(f);
     text[n] = '\0';
+    /* Exactly: "fencelock-state 1\nepoch N\nchecksum HEX\n" */
+    static const char head[] = "fencelock-state 1\nepoch ";
+    char *p = text, *end;
     unsigned long long e = 0, sum = 0;
-    int version = 0;
-    if (sscanf(text, "fencelock-state %d\nepoch %llu\nchecksum %llx\n", &version, &e, &sum) != 3 ||
-        version != 1) {
+    bool ok = strncmp(p, head, sizeof head - 1) == 0;
+    if (ok) {
+        p += sizeof head - 1;
+        errno = 0;
+        e = strtoull(p, &end, 10);
+        ok = errno == 0 && end != p && *p != '-' && strncmp(end, "\nchecksum ", 10) == 0;
+    }
+    if (ok) {
+        p = end + 10;
+        errno = 0;
+        sum = strtoull(p, &end, 16);
+        ok = errno == 0 && end != p && *p != '-' && end[0] == '\n' && end[1] == '\0';
+    }
+    if (!ok) {
         snprintf(err, errcap, "state file %s is not a fencelock state file (version 1)", path);
         return -EPROTO;
     }
@@ -100,10 +114,10 @@ static int mkdir_parents(char *dir)
         int rc = mkdir(dir, 0755);
         *p = '/';
         if (rc != 0 && errno != EEXIST)
-            return -errno;
+            return fl__neg_errno();
     }
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return -errno;
+        return fl__neg_errno();
     return 0;
 }
 
@@ -133,7 +147,7 @@ int durable_store(const char *path, uint64_t epoch, char *err, size_t errcap)
     len = strlen(text);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        rc = -errno;
+        rc = fl__neg_errno();
         snprintf(err, errcap, "cannot create %s: %s", tmp, strerror(errno));
         return rc;
     }
@@ -155,7 +169,7 @@ int durable_store(const char *path, uint64_t epoch, char *err, size_t errcap)
     step = "fsync of the directory";
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0 || fsync(dfd) != 0) {
-        rc = -errno;
+        rc = fl__neg_errno();
         if (dfd >= 0)
             close(dfd);
         snprintf(err, errcap, "%s of %s failed: %s", step, dir, strerror(-rc));
@@ -164,7 +178,7 @@ int durable_store(const char *path, uint64_t epoch, char *err, size_t errcap)
     close(dfd);
     return 0;
 fail:
-    rc = errno ? -errno : -EIO;
+    rc = fl__neg_errno();
     snprintf(err, errcap, "%s of state file %s failed: %s", step, tmp, strerror(-rc));
     if (fd >= 0)
         close(fd);

@@ -33,7 +33,7 @@ int log_open(const char *path, bool syslog_too)
         return 0;
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
     if (fd < 0)
-        return -errno;
+        return fl__neg_errno();
     if (log_fd != 2)
         close(log_fd);
     log_fd = fd;

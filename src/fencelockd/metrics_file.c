@@ -16,12 +16,12 @@ int metrics_file_write(fl_region *r, const char *path)
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     FILE *f = fopen(tmp, "we");
     if (!f)
-        return -errno;
+        return fl__neg_errno();
     int err = fl_metrics_write(f, r);
     if (fclose(f) != 0 && !err)
-        err = -errno;
+        err = fl__neg_errno();
     if (!err && rename(tmp, path) != 0)
-        err = -errno;
+        err = fl__neg_errno();
     if (err)
         unlink(tmp);
     return err;
