@@ -3,6 +3,7 @@
 # outside the tree with nothing but `cc app.c $(pkg-config --cflags --libs fencelock)`.
 set -euo pipefail
 build=$1
+extra_cflags=${2:-}
 prefix=$(mktemp -d /tmp/fl-install.XXXXXX)
 trap 'rm -rf "$prefix"' EXIT
 cmake --install "$build" --prefix "$prefix" >/dev/null
@@ -27,7 +28,8 @@ C
 sed -i 's/-ESTALE_PLACEHOLDER/-116/' "$prefix/app.c"
 export PKG_CONFIG_PATH="$(dirname "$pc")"
 # shellcheck disable=SC2046
-cc -std=c11 -Wall -Werror "$prefix/app.c" -o "$prefix/app" $(pkg-config --cflags --libs fencelock)
+# shellcheck disable=SC2086
+cc -std=c11 -Wall -Werror $extra_cflags "$prefix/app.c" -o "$prefix/app" $(pkg-config --cflags --libs fencelock)
 out=$(LD_LIBRARY_PATH="$libdir" "$prefix/app")
 [ "$out" = "ESTALE" ] || { echo "app printed '$out'"; exit 1; }
 echo "install + pkg-config: ok"

@@ -155,17 +155,17 @@ static void *churn_thread(void *arg)
         char key[32];
         snprintf(key, sizeof key, "churn-%d-%d", c->id, i % 4);
         fl_lease l;
-        if (fl_acquire(c->r, key, 50 * TH_MS, 0, &l) != 0) {
+        if (fl_acquire(c->r, key, 200 * TH_MS, 0, &l) != 0) {
             c->failures++;
             continue;
         }
         fl_keepalive *k;
-        if (fl_keepalive_start(c->r, &l, 50 * TH_MS, NULL, NULL, &k) != 0) {
+        if (fl_keepalive_start(c->r, &l, 200 * TH_MS, NULL, NULL, &k) != 0) {
             c->failures++;
             continue;
         }
-        if (i % 16 == 0)
-            sleep_ms(60); /* longer than the lease: only the keeper saves it */
+        if (i % 32 == 0)
+            sleep_ms(250); /* longer than the lease: only the keeper saves it */
         fl_lease now;
         if (fl_keepalive_stop(k, &now) != 0 || fl_release(c->r, &now) != 0)
             c->failures++;
