@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "fencelock.h"
+#include "run.h"
 
 struct command {
     const char *name;
@@ -21,6 +22,8 @@ struct command {
 static const struct command commands[] = {
     {"status", "show the region's parameters, clients, locks and records", status_main,
      status_usage},
+    {"run", "run a command while holding a key, its fencing token in the environment",
+     run_main, run_usage},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

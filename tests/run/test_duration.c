@@ -1,0 +1,125 @@
+/*
+ * test_duration.c - the command line's durations (tools/fencelock/
+ * duration.c): what is accepted, exactly what it means, what is refused and
+ * why, and that formatting reads back.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "duration.h"
+
+#define MS 1000000ull
+#define S 1000000000ull
+
+static void test_accepted(void **state)
+{
+    (void)state;
+    const struct {
+        const char *text;
+        uint64_t ns;
+    } ok[] = {
+        {"0", 0},          {"00", 0},          {"0.0", 0},           {"0ms", 0},
+        {"0s", 0},         {"0m", 0},          {"1ms", MS},          {"250ms", 250 * MS},
+        {"1s", S},         {"1.5s", 1500 * MS}, {".5s", 500 * MS},   {"2m", 120 * S},
+        {"1.25m", 75 * S}, {"0.001ms", 1000},  {"0.000001ms", 1},    {"0.000000001s", 1},
+        {"30s", 30 * S},   {"007s", 7 * S},    {"9223372036.854775807s", (uint64_t)INT64_MAX},
+        {"153722867m", 153722867ull * 60 * S},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        uint64_t ns = 12345;
+        const char *why = NULL;
+        if (cli_parse_duration(ok[i].text, &ns, &why) != 0)
+            fail_msg("'%s' refused: %s", ok[i].text, why);
+        if (ns != ok[i].ns)
+            fail_msg("'%s' = %llu ns, want %llu", ok[i].text, (unsigned long long)ns,
+                     (unsigned long long)ok[i].ns);
+    }
+}
+
+static void test_refused(void **state)
+{
+    (void)state;
+    const struct {
+        const char *text;
+        const char *why;
+    } bad[] = {
+        {"", "empty"},
+        {"-1s", "negative"},
+        {"-0", "negative"},
+        {"+1s", "expected a number"},
+        {" 1s", "expected a number"},
+        {"5x", "unknown unit"},
+        {"5", "missing unit"},
+        {"1.5", "missing unit"},
+        {"5 s", "unknown unit"},
+        {"5s ", "unknown unit"},
+        {"5S", "unknown unit"},
+        {"5sec", "unknown unit"},
+        {"5h", "unknown unit"},
+        {"1e3s", "unknown unit"},
+        {"s", "expected a number"},
+        {"ms", "expected a number"},
+        {".s", "expected digits after the decimal point"},
+        {"1.s", "expected digits after the decimal point"},
+        {"1.0000000001s", "too many decimals"},
+        {"0.0000001ms", "finer than a nanosecond"},
+        {"9223372036.854775808s", "too long"},
+        {"153722868m", "too long"},
+        {"99999999999999999999999s", "too long"},
+        {"0x10s", "unknown unit"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint64_t ns = 12345;
+        const char *why = NULL;
+        if (cli_parse_duration(bad[i].text, &ns, &why) == 0)
+            fail_msg("'%s' accepted as %llu ns", bad[i].text, (unsigned long long)ns);
+        assert_non_null(why);
+        if (!strstr(why, bad[i].why))
+            fail_msg("'%s': \"%s\", want \"%s\"", bad[i].text, why, bad[i].why);
+        assert_int_equal(ns, 12345); /* untouched */
+    }
+    const char *why = NULL;
+    uint64_t ns;
+    assert_int_equal(cli_parse_duration(NULL, &ns, &why), -1);
+}
+
+static void test_format_reads_back(void **state)
+{
+    (void)state;
+    const struct {
+        uint64_t ns;
+        const char *text;
+    } cases[] = {
+        {0, "0"},         {MS, "1ms"},         {250 * MS, "250ms"},  {250000, "0.25ms"},
+        {1, "0.000001ms"}, {S, "1s"},           {1500 * MS, "1.5s"},  {90 * S, "90s"},
+        {120 * S, "2m"},  {S + 1, "1.000000001s"}, {(uint64_t)INT64_MAX, "9223372036.854775807s"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[64];
+        cli_format_duration(cases[i].ns, buf, sizeof buf);
+        assert_string_equal(buf, cases[i].text);
+        uint64_t back;
+        const char *why;
+        assert_int_equal(cli_parse_duration(buf, &back, &why), 0);
+        assert_int_equal(back, cases[i].ns);
+    }
+    char tiny[4];
+    cli_format_duration(250 * MS, tiny, sizeof tiny);
+    assert_int_equal(strlen(tiny), 3); /* truncated, terminated */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_accepted),
+        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_format_reads_back),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

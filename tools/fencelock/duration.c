@@ -1,0 +1,130 @@
+/* duration.c - see duration.h. */
+#include "duration.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#define NS_PER_MS 1000000ull
+#define NS_PER_S 1000000000ull
+#define NS_PER_M (60ull * NS_PER_S)
+
+static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+int cli_parse_duration(const char *text, uint64_t *ns, const char **why)
+{
+    const char *p = text;
+    if (!p || !*p) {
+        *why = "empty duration (give a number with a unit: ms, s or m, as in 5s)";
+        return -1;
+    }
+    if (*p == '-') {
+        *why = "negative durations are not allowed";
+        return -1;
+    }
+    if (*p == '+' || *p == ' ' || *p == '\t') {
+        *why = "expected a number at the start (no sign or blanks), as in 5s";
+        return -1;
+    }
+    /* Whole part. */
+    uint64_t whole = 0;
+    int whole_digits = 0;
+    bool overflow = false;
+    for (; is_digit(*p); p++, whole_digits++) {
+        if (whole > (UINT64_MAX - 9) / 10)
+            overflow = true;
+        else
+            whole = whole * 10 + (uint64_t)(*p - '0');
+    }
+    /* Fraction: up to nine digits, kept as nanoseconds of the unit's scale. */
+    uint64_t frac = 0; /* the fraction times 10^9 */
+    int frac_digits = 0;
+    if (*p == '.') {
+        p++;
+        uint64_t scale = 100000000ull;
+        for (; is_digit(*p); p++, frac_digits++) {
+            if (frac_digits == 9) {
+                *why = "too many decimals (at most nine)";
+                return -1;
+            }
+            frac += (uint64_t)(*p - '0') * scale;
+            scale /= 10;
+        }
+        if (frac_digits == 0) {
+            *why = "expected digits after the decimal point, as in 1.5s";
+            return -1;
+        }
+    }
+    if (whole_digits == 0 && frac_digits == 0) {
+        *why = "expected a number before the unit, as in 5s";
+        return -1;
+    }
+    uint64_t unit;
+    if (strcmp(p, "ms") == 0) {
+        unit = NS_PER_MS;
+    } else if (strcmp(p, "s") == 0) {
+        unit = NS_PER_S;
+    } else if (strcmp(p, "m") == 0) {
+        unit = NS_PER_M;
+    } else if (*p == '\0') {
+        if (whole == 0 && frac == 0 && !overflow) { /* "0", "0.0": zero in any unit */
+            *ns = 0;
+            return 0;
+        }
+        *why = "missing unit (use ms, s or m, as in 5s)";
+        return -1;
+    } else {
+        *why = "unknown unit (use ms, s or m, as in 5s)";
+        return -1;
+    }
+    /* The fraction of a second or a minute is always whole nanoseconds; a
+     * fraction of a millisecond is whole only up to its sixth decimal. */
+    if (unit == NS_PER_MS && frac % 1000ull != 0) {
+        *why = "finer than a nanosecond";
+        return -1;
+    }
+    uint64_t frac_ns = unit == NS_PER_MS ? frac / 1000ull
+                                         : frac / NS_PER_S * unit + frac % NS_PER_S * (unit / NS_PER_S);
+    if (overflow || whole > (CLI_DURATION_MAX_NS - frac_ns) / unit) {
+        *why = "too long (at most 153722867m)";
+        return -1;
+    }
+    *ns = whole * unit + frac_ns;
+    return 0;
+}
+
+void cli_format_duration(uint64_t ns, char *buf, size_t cap)
+{
+    if (cap == 0)
+        return;
+    if (ns == 0) {
+        snprintf(buf, cap, "0");
+    } else if (ns % NS_PER_M == 0) {
+        snprintf(buf, cap, "%llum", (unsigned long long)(ns / NS_PER_M));
+    } else if (ns >= NS_PER_S) {
+        /* seconds with the decimals that are needed */
+        unsigned long long s = ns / NS_PER_S, rest = ns % NS_PER_S;
+        if (rest == 0) {
+            snprintf(buf, cap, "%llus", s);
+        } else {
+            char frac[16];
+            snprintf(frac, sizeof frac, "%09llu", rest);
+            size_t n = strlen(frac);
+            while (n > 0 && frac[n - 1] == '0')
+                frac[--n] = '\0';
+            snprintf(buf, cap, "%llu.%ss", s, frac);
+        }
+    } else {
+        unsigned long long ms = ns / NS_PER_MS, rest = ns % NS_PER_MS;
+        if (rest == 0) {
+            snprintf(buf, cap, "%llums", ms);
+        } else {
+            char frac[16];
+            snprintf(frac, sizeof frac, "%06llu", rest);
+            size_t n = strlen(frac);
+            while (n > 0 && frac[n - 1] == '0')
+                frac[--n] = '\0';
+            snprintf(buf, cap, "%llu.%sms", ms, frac);
+        }
+    }
+}

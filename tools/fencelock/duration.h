@@ -1,0 +1,34 @@
+/*
+ * duration.h - durations on the fencelock command line: a decimal number
+ * with a unit, ms, s or m ("250ms", "1.5s", "2m"); "0" alone needs no unit.
+ * Shared by every subcommand that takes a time, so that they all read and
+ * print times the same way.
+ */
+#ifndef FL_TOOL_DURATION_H
+#define FL_TOOL_DURATION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The grammar, for usage texts. */
+#define CLI_DURATION_TEXT                                                                   \
+    "A DURATION is a decimal number with a unit: ms (milliseconds), s (seconds)\n"          \
+    "or m (minutes), as in 250ms, 1.5s or 2m; 0 needs no unit.\n"
+
+/* Greatest duration accepted: what fits a signed 64-bit count of nanoseconds
+ * (about 292 years), so that every parsed value is also a valid timeout. */
+#define CLI_DURATION_MAX_NS ((uint64_t)INT64_MAX)
+
+/* Parse text as a duration.  Returns 0 and sets *ns, or returns -1 and sets
+ * *why to a static explanation ("unknown unit 'x' (use ms, s or m)") for a
+ * message such as "--lease '5x': <why>".  Rejected: the empty string, a sign,
+ * blanks, a missing or unknown unit, a number without digits, more than nine
+ * decimals, more than CLI_DURATION_MAX_NS and a value that is not a whole
+ * number of nanoseconds.  *ns is left alone on failure. */
+int cli_parse_duration(const char *text, uint64_t *ns, const char **why);
+
+/* Format ns exactly, in a form the parser reads back: "0", "250ms",
+ * "0.25ms", "1.5s", "90s", "2m".  Always NUL-terminates when cap > 0. */
+void cli_format_duration(uint64_t ns, char *buf, size_t cap);
+
+#endif

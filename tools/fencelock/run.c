@@ -1,0 +1,742 @@
+/*
+ * run.c - `fencelock run`: hold a key's lock for as long as a command runs,
+ * the fenced counterpart of flock(1) and `etcdctl lock`.
+ *
+ * The command gets the fencing token in its environment and must carry it to
+ * every write it makes; the lock alone protects nothing once a holder can be
+ * paused past its lease.  What this program adds is the supervision:
+ *
+ *   1. acquire KEY (waiting as --wait says; signals have their default
+ *      effect until the command starts);
+ *   2. block the signals it forwards and read them from a signalfd, together
+ *      with SIGCHLD; become a child subreaper, so that processes the command
+ *      leaves behind are reaped here;
+ *   3. fork the command into a process group of its own (and hand it the
+ *      terminal when we have it), set FENCELOCK_KEY, FENCELOCK_TOKEN and
+ *      FENCELOCK_REGION, and hold it before exec until the lease is kept
+ *      alive (fl_keepalive_start): the command never runs unrenewed;
+ *   4. poll the signalfd and the keepalive's fd: forward signals to the
+ *      command's process group; on the command's exit stop renewing and
+ *      release; on the loss of the lease send the group SIGTERM, then SIGKILL
+ *      after --kill-after, and exit RUN_EXIT_LEASE_LOST.
+ *
+ * The child is forked while this process is still single-threaded (the
+ * keepalive thread starts after the fork), so it may set its environment and
+ * print freely before exec.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "duration.h"
+#include "fencelock.h"
+#include "run.h"
+
+#define DEFAULT_LEASE_NS (30ull * 1000000000ull)
+#define DEFAULT_KILL_AFTER_NS (5ull * 1000000000ull)
+#define MIN_LEASE_NS 1000000ull /* 1ms: a shorter lease cannot be renewed in time */
+
+const char run_usage[] =
+    "Usage: fencelock run [OPTIONS] KEY -- COMMAND [ARGUMENT...]\n"
+    "\n"
+    "Hold the lock of KEY for as long as COMMAND runs: acquire KEY, run COMMAND\n"
+    "with the fencing token in its environment, renew the lease in the background\n"
+    "while it runs, release the lock when it exits, and exit with its status.\n"
+    "\n"
+    "The lock alone does not protect a resource: fencelock run can be paused past\n"
+    "its lease (SIGSTOP, swapping, a stalled VM) while COMMAND goes on, and by\n"
+    "then another process may hold KEY.  COMMAND must carry $FENCELOCK_TOKEN to\n"
+    "every write it makes, so that the resource refuses a stale holder: in SQL,\n"
+    "  UPDATE t SET ..., fence_token = $FENCELOCK_TOKEN\n"
+    "   WHERE key = ... AND fence_token <= $FENCELOCK_TOKEN\n"
+    "with zero rows changed meaning \"ownership lost: stop\" (docs/write-paths.md).\n"
+    "\n"
+    "When a renewal fails (the lease was lost: for example fencelock run was\n"
+    "stopped past its lease and another process took KEY), fencelock run sends\n"
+    "COMMAND's process group SIGTERM, then SIGKILL if it is still there after\n"
+    "--kill-after, says so on stderr and exits with status 76.\n"
+    "\n"
+    "Options (they come before KEY):\n"
+    "  -r, --region PATH      the region file (default: $FENCELOCK_REGION, else\n"
+    "                         /dev/shm/fencelock-UID/region)\n"
+    "  -l, --lease DURATION   lease length (default 30s, at least 1ms); renewed\n"
+    "                         each time a third of it has passed\n"
+    "  -w, --wait DURATION    give up with status 75 if KEY is still held after\n"
+    "                         DURATION (default: wait as long as it takes)\n"
+    "  -n, --no-wait          give up at once if KEY is held (same as --wait 0)\n"
+    "  -k, --kill-after DURATION\n"
+    "                         after the lease is lost, time between SIGTERM and\n"
+    "                         SIGKILL (default 5s; 0: SIGKILL at once)\n"
+    "  -h, --help             show this help and exit\n"
+    "\n"
+    "KEY is 1 to 127 printable ASCII characters without spaces.  Everything after\n"
+    "-- is COMMAND and its arguments, passed on unchanged; COMMAND is looked up in\n"
+    "PATH.\n" CLI_DURATION_TEXT
+    "\n"
+    "Environment of COMMAND: fencelock run's own, plus\n"
+    "  FENCELOCK_KEY     KEY\n"
+    "  FENCELOCK_TOKEN   the fencing token of this acquisition, in decimal; it\n"
+    "                    fits a signed 64-bit integer (SQL BIGINT)\n"
+    "  FENCELOCK_REGION  the path of the region file that was opened\n"
+    "\n"
+    "Processes and signals:\n"
+    "  COMMAND runs in a process group of its own, so that all of it can be\n"
+    "  signalled.  When fencelock run's standard input is the terminal and it is\n"
+    "  in the foreground, COMMAND's group gets the terminal (the keys ^C and ^Z\n"
+    "  reach COMMAND; when ^Z stops it, fencelock run stops too, and continues it\n"
+    "  when continued).\n"
+    "  SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM and SIGWINCH\n"
+    "  sent to fencelock run are forwarded to COMMAND's process group.  While\n"
+    "  fencelock run still waits for KEY they have their default effect.\n"
+    "  SIGSTOP stops fencelock run, not COMMAND; its lease is not renewed while\n"
+    "  it is stopped, so a stop longer than the lease loses the lease, and COMMAND\n"
+    "  is terminated as soon as fencelock run continues.\n"
+    "  If fencelock run is killed, COMMAND gets SIGTERM, and fencelockd frees KEY\n"
+    "  at once.  The lock is released when COMMAND exits; processes it leaves\n"
+    "  running in the background are not waited for.\n"
+    "\n" CLI_ENVIRONMENT_TEXT
+    "\n"
+    "Exit status:\n"
+    "  N    COMMAND's exit status; 128+N if COMMAND was killed by signal N\n"
+    "  2    bad usage: unknown option, bad DURATION or KEY, missing -- or COMMAND\n"
+    "  3    the region cannot be opened or is not a valid region\n"
+    "  75   KEY could not be acquired in time (--wait, --no-wait)\n"
+    "  76   the lease was lost while COMMAND ran: COMMAND was terminated (or had\n"
+    "       exited by the time the loss was noticed)\n"
+    "  125  fencelock run itself failed (out of resources, library error); COMMAND\n"
+    "       did not run, or was killed\n"
+    "  126  COMMAND was found but could not be run\n"
+    "  127  COMMAND was not found\n"
+    "  2, 3 and 75 mean that COMMAND did not run.\n"
+    "\n"
+    "Examples:\n"
+    "  fencelock run nightly-report -- ./make-report --out /srv/reports\n"
+    "  fencelock run --no-wait cron/cleanup -- ./cleanup.sh || echo \"status $?\"\n"
+    "  fencelock run --wait 10s --lease 5s db/invoices -- sh -c 'sqlite3 app.db \\\n"
+    "      \"UPDATE invoices SET state = 1, fence_token = $FENCELOCK_TOKEN\n"
+    "        WHERE id = 42 AND fence_token <= $FENCELOCK_TOKEN; SELECT changes();\"'\n";
+
+/* Signals forwarded to the command's process group. */
+static const int forwarded_signals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGTERM,
+                                        SIGUSR1, SIGUSR2, SIGALRM, SIGWINCH};
+
+/* ---- the command line ------------------------------------------------------ */
+
+struct run_options {
+    const char *region; /* NULL: the default */
+    uint64_t lease_ns;
+    int64_t wait_ns; /* FL_WAIT_FOREVER, 0 (try once) or a timeout */
+    uint64_t kill_after_ns;
+    const char *key;
+    char **command; /* NULL-terminated, at least one word */
+};
+
+__attribute__((format(printf, 1, 2))) static int run_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("fencelock run: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\nTry 'fencelock run --help'.\n", stderr);
+    return CLI_EXIT_USAGE;
+}
+
+__attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("fencelock run: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+/* As in status.c: name what getopt_long rejected. */
+static int unknown_option(char **argv, const struct option *longopts)
+{
+    if (optopt == 0)
+        return run_usage_error("unknown option '%s'", argv[optind - 1]);
+    for (const struct option *o = longopts; o->name; o++)
+        if (o->val == optopt && o->has_arg == no_argument)
+            return run_usage_error("option '--%s' takes no argument", o->name);
+    return run_usage_error("unknown option '-%c'", optopt);
+}
+
+/* text with bytes outside printable ASCII as \xNN, for messages. */
+static void escape(const char *text, char *buf, size_t cap)
+{
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)text; *p && n + 5 < cap; p++) {
+        if (*p >= 0x20 && *p < 0x7f && *p != '\\')
+            buf[n++] = (char)*p;
+        else
+            n += (size_t)snprintf(buf + n, cap - n, "\\x%02x", *p);
+    }
+    if (cap)
+        buf[n < cap ? n : cap - 1] = '\0';
+}
+
+/* Keys on the command line are 1..FL_KEY_MAX printable ASCII characters
+ * without spaces: what a shell script can pass without quoting surprises
+ * and what every log and table shows as it is. */
+static int check_key(const char *key)
+{
+    char shown[4 * 512 + 8];
+    escape(key, shown, sizeof shown);
+    size_t n = strlen(key);
+    const char *rule = "a key is 1 to 127 printable ASCII characters without spaces";
+    if (n == 0)
+        return run_usage_error("KEY is empty (%s)", rule);
+    if (n > FL_KEY_MAX)
+        return run_usage_error("KEY is %zu bytes long (%s)", n, rule);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)key[i];
+        if (c == ' ')
+            return run_usage_error("invalid KEY '%s': character %zu is a space (%s)", shown,
+                                   i + 1, rule);
+        if (c < 0x21 || c > 0x7e)
+            return run_usage_error("invalid KEY '%s': byte %zu is \\x%02x (%s)", shown, i + 1,
+                                   c, rule);
+    }
+    return -1;
+}
+
+/* -1 and *ns set, or the exit status of bad usage. */
+static int parse_duration_option(const char *option, const char *text, uint64_t *ns)
+{
+    const char *why;
+    if (cli_parse_duration(text, ns, &why) == 0)
+        return -1;
+    char shown[256];
+    escape(text, shown, sizeof shown);
+    return run_usage_error("%s '%s': %s", option, shown, why);
+}
+
+/* Returns -1 to go on, else the exit status (help shown, or bad usage). */
+static int parse_run_args(int argc, char **argv, struct run_options *o)
+{
+    static const struct option longopts[] = {
+        {"region", required_argument, NULL, 'r'},
+        {"lease", required_argument, NULL, 'l'},
+        {"wait", required_argument, NULL, 'w'},
+        {"no-wait", no_argument, NULL, 'n'},
+        {"kill-after", required_argument, NULL, 'k'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    o->lease_ns = DEFAULT_LEASE_NS;
+    o->wait_ns = FL_WAIT_FOREVER;
+    o->kill_after_ns = DEFAULT_KILL_AFTER_NS;
+    bool wait_given = false, no_wait = false;
+    opterr = 0; /* our messages name the subcommand and give the hint */
+    optind = 1;
+    int c, rc;
+    uint64_t ns;
+    /* '+': options end at the first non-option (KEY), so that nothing of
+     * COMMAND is ever taken for an option of ours. */
+    while ((c = getopt_long(argc, argv, "+:r:l:w:nk:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'r':
+            if (!optarg[0])
+                return run_usage_error("--region: the path is empty");
+            o->region = optarg;
+            break;
+        case 'l':
+            if ((rc = parse_duration_option("--lease", optarg, &o->lease_ns)) >= 0)
+                return rc;
+            if (o->lease_ns < MIN_LEASE_NS)
+                return run_usage_error("--lease '%s': a lease must be at least 1ms", optarg);
+            break;
+        case 'w':
+            if ((rc = parse_duration_option("--wait", optarg, &ns)) >= 0)
+                return rc;
+            o->wait_ns = (int64_t)ns; /* the parser caps durations at INT64_MAX */
+            wait_given = true;
+            break;
+        case 'n': no_wait = true; break;
+        case 'k':
+            if ((rc = parse_duration_option("--kill-after", optarg, &o->kill_after_ns)) >= 0)
+                return rc;
+            break;
+        case 'h':
+            fputs(run_usage, stdout);
+            return cli_finish_stdout();
+        case ':':
+            return run_usage_error("option '%s' needs an argument", argv[optind - 1]);
+        default:
+            return unknown_option(argv, longopts);
+        }
+    }
+    if (wait_given && no_wait)
+        return run_usage_error("--wait and --no-wait exclude each other");
+    if (no_wait)
+        o->wait_ns = 0;
+    if (optind >= argc)
+        return run_usage_error("missing KEY and COMMAND: fencelock run KEY -- COMMAND");
+    o->key = argv[optind];
+    if ((rc = check_key(o->key)) >= 0)
+        return rc;
+    if (optind + 1 >= argc)
+        return run_usage_error("missing '--' and COMMAND after KEY");
+    if (strcmp(argv[optind + 1], "--") != 0) {
+        char shown[256];
+        escape(argv[optind + 1], shown, sizeof shown);
+        if (argv[optind + 1][0] == '-')
+            return run_usage_error("expected '--' after KEY, found '%s' (options go before KEY)",
+                                   shown);
+        return run_usage_error("expected '--' between KEY and COMMAND, found '%s'", shown);
+    }
+    if (optind + 2 >= argc)
+        return run_usage_error("missing COMMAND after '--'");
+    if (!argv[optind + 2][0])
+        return run_usage_error("COMMAND is empty");
+    o->command = argv + optind + 2;
+    return -1;
+}
+
+/* ---- running the command --------------------------------------------------- */
+
+struct runner {
+    const struct run_options *o;
+    fl_region *r;
+    fl_lease lease;
+    fl_keepalive *k;
+    sigset_t old_mask; /* to restore in the child */
+    int sfd;           /* signalfd of the forwarded signals, SIGCHLD and SIGTTOU */
+    pid_t child;       /* the command; also its process group */
+    bool foreground;   /* stdin is our terminal and we were in front: COMMAND gets it */
+    bool child_done;
+    int child_status; /* wait status */
+    bool lost;
+    int lost_err;
+    bool term_sent, kill_sent;
+    uint64_t kill_at; /* CLOCK_MONOTONIC */
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static const char *library_error(int err)
+{
+    const char *detail = fl_last_error();
+    return detail[0] ? detail : fl_strerror(err);
+}
+
+/* Send sig to the command's process group, and to the command itself if it
+ * has left the group (setsid, setpgid): each process gets it once. */
+static void signal_command(struct runner *rn, int sig)
+{
+    if (!rn->child_done && getpgid(rn->child) != rn->child)
+        kill(rn->child, sig);
+    kill(-rn->child, sig); /* ESRCH once the group is empty: nothing to do */
+}
+
+/* In the child, between fork and exec.  The parent is single-threaded at the
+ * fork, so stdio and setenv are safe here. */
+static void exec_command(struct runner *rn, int go_fd, pid_t parent)
+{
+    /* If fencelock run dies, the lock is freed at once: tell the command. */
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
+        _exit(RUN_EXIT_FAILED);
+    setpgid(0, 0);
+    if (rn->foreground)
+        tcsetpgrp(STDIN_FILENO, getpid()); /* SIGTTOU is blocked: no stop */
+    char token[32];
+    snprintf(token, sizeof token, "%" PRIu64, rn->lease.token);
+    if (setenv("FENCELOCK_KEY", rn->o->key, 1) != 0 ||
+        setenv("FENCELOCK_TOKEN", token, 1) != 0 ||
+        setenv(FL_REGION_ENV, fl_region_path(rn->r), 1) != 0) {
+        say("cannot set the environment of %s: %s", rn->o->command[0], strerror(errno));
+        _exit(RUN_EXIT_FAILED);
+    }
+    /* Wait until the lease is kept alive; EOF means the parent gave up. */
+    char go;
+    if (read(go_fd, &go, 1) != 1)
+        _exit(RUN_EXIT_FAILED);
+    sigprocmask(SIG_SETMASK, &rn->old_mask, NULL);
+    execvp(rn->o->command[0], rn->o->command);
+    int e = errno;
+    say("cannot run '%s': %s", rn->o->command[0], strerror(e));
+    _exit(e == ENOENT ? RUN_EXIT_NOT_FOUND : RUN_EXIT_CANNOT_EXEC);
+}
+
+/* The command was stopped from the terminal (^Z): stop as well, so that the
+ * shell sees the job stopped and takes the terminal; when continued, hand the
+ * terminal back if we are in front again, and continue the command. */
+static void follow_job_stop(struct runner *rn)
+{
+    if (tcgetpgrp(STDIN_FILENO) == rn->child)
+        tcsetpgrp(STDIN_FILENO, getpgrp());
+    kill(getpid(), SIGSTOP); /* stops here until SIGCONT */
+    if (tcgetpgrp(STDIN_FILENO) == getpgrp())
+        tcsetpgrp(STDIN_FILENO, rn->child);
+    signal_command(rn, SIGCONT);
+}
+
+/* Reap every child that has changed state: the command, and processes it
+ * left behind (reparented to us, the subreaper). */
+static void reap(struct runner *rn)
+{
+    for (;;) {
+        int st;
+        pid_t w = waitpid(-1, &st, WNOHANG | (rn->foreground ? WUNTRACED : 0));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        if (w != rn->child)
+            continue; /* an orphan of the command: reaped, nothing more */
+        if (WIFSTOPPED(st)) {
+            if (!rn->child_done)
+                follow_job_stop(rn);
+            continue;
+        }
+        rn->child_done = true;
+        rn->child_status = st;
+    }
+}
+
+/* After SIGKILL: wait for the command and the rest of its group that are our
+ * children.  SIGKILL cannot be caught, so this ends. */
+static void reap_killed(struct runner *rn)
+{
+    int st;
+    while (!rn->child_done) {
+        pid_t w = waitpid(rn->child, &st, 0);
+        if (w == rn->child && !WIFSTOPPED(st)) {
+            rn->child_done = true;
+            rn->child_status = st;
+        } else if (w < 0 && errno != EINTR) {
+            break;
+        }
+    }
+    while (waitpid(-rn->child, &st, 0) > 0 || errno == EINTR) {
+    }
+}
+
+static bool group_gone(const struct runner *rn)
+{
+    return kill(-rn->child, 0) != 0 && errno == ESRCH;
+}
+
+static void send_kill(struct runner *rn)
+{
+    char grace[32];
+    cli_format_duration(rn->o->kill_after_ns, grace, sizeof grace);
+    if (rn->term_sent)
+        say("%s (process group %d) is still running %s after SIGTERM; sending SIGKILL",
+            rn->o->command[0], (int)rn->child, grace);
+    signal_command(rn, SIGKILL);
+    rn->kill_sent = true;
+    reap_killed(rn);
+}
+
+static void lease_lost(struct runner *rn, int err)
+{
+    if (rn->lost)
+        return;
+    rn->lost = true;
+    rn->lost_err = err ? err : -ESTALE;
+    if (rn->child_done)
+        return; /* reported when we finish */
+    const char *why = rn->lost_err == -ESTALE
+                          ? "the lease ran out or another process took the key"
+                          : fl_strerror(rn->lost_err);
+    say("lost the lease of '%s' (token %" PRIu64 ": %s); %s %s (process group %d)", rn->o->key,
+        rn->lease.token, why, rn->o->kill_after_ns ? "sending SIGTERM to" : "sending SIGKILL to",
+        rn->o->command[0], (int)rn->child);
+    if (rn->o->kill_after_ns == 0) {
+        send_kill(rn);
+        return;
+    }
+    signal_command(rn, SIGTERM);
+    signal_command(rn, SIGCONT); /* a stopped command must run to act on SIGTERM */
+    rn->term_sent = true;
+    rn->kill_at = now_ns() + rn->o->kill_after_ns;
+}
+
+/* Read the signalfd dry: forward, or reap on SIGCHLD. */
+static int drain_signals(struct runner *rn)
+{
+    for (;;) {
+        struct signalfd_siginfo si;
+        ssize_t n = read(rn->sfd, &si, sizeof si);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return 0;
+        if (n != (ssize_t)sizeof si) {
+            say("cannot read signals: %s", n < 0 ? strerror(errno) : "short read");
+            return -1;
+        }
+        int sig = (int)si.ssi_signo;
+        if (sig == SIGCHLD)
+            reap(rn);
+        else if (sig != SIGTTOU) /* only blocked, for tcsetpgrp */
+            signal_command(rn, sig);
+    }
+}
+
+/* Milliseconds until the SIGKILL is due, rounded up; -1 if none is. */
+static int poll_timeout(const struct runner *rn)
+{
+    if (!rn->term_sent || rn->kill_sent)
+        return -1;
+    uint64_t now = now_ns();
+    if (now >= rn->kill_at)
+        return 0;
+    uint64_t ms = (rn->kill_at - now + 999999) / 1000000;
+    return ms > 60000 ? 60000 : (int)ms;
+}
+
+/* Until the command has exited (and, once the lease is lost, its group too,
+ * or SIGKILL was sent).  0, or -1 on a failure of our own. */
+static int supervise(struct runner *rn)
+{
+    int kfd = fl_keepalive_fd(rn->k);
+    for (;;) {
+        if (rn->child_done &&
+            !(rn->term_sent && !rn->kill_sent && !group_gone(rn)))
+            return 0;
+        /* The eventfd stays readable once the lease is lost: stop polling it. */
+        struct pollfd p[2] = {{.fd = rn->sfd, .events = POLLIN},
+                              {.fd = rn->lost ? -1 : kfd, .events = POLLIN}};
+        int n = poll(p, 2, poll_timeout(rn));
+        if (n < 0 && errno != EINTR) {
+            say("poll: %s", strerror(errno));
+            return -1;
+        }
+        if (n > 0 && (p[0].revents & POLLIN) && drain_signals(rn) != 0)
+            return -1;
+        if (n > 0 && p[1].revents)
+            lease_lost(rn, fl_keepalive_status(rn->k, NULL));
+        if (rn->term_sent && !rn->kill_sent && now_ns() >= rn->kill_at)
+            send_kill(rn);
+    }
+}
+
+static int exit_status_of(int st)
+{
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    if (WIFSIGNALED(st))
+        return 128 + WTERMSIG(st);
+    return RUN_EXIT_FAILED;
+}
+
+/* Stop renewing, release, and choose the exit status. */
+static int finish(struct runner *rn, int failed)
+{
+    fl_lease l = rn->lease;
+    int err = fl_keepalive_stop(rn->k, &l);
+    rn->k = NULL;
+    if (err && !rn->lost) {
+        rn->lost = true;
+        rn->lost_err = err;
+    }
+    /* Also after a loss: an expired lease nobody took over is freed. */
+    err = fl_release(rn->r, &l);
+    if (err == -ESTALE && !rn->lost) {
+        rn->lost = true;
+        rn->lost_err = err;
+    } else if (err && err != -ESTALE) {
+        say("cannot release '%s': %s", rn->o->key, library_error(err));
+        failed = 1;
+    }
+    if (rn->foreground && tcgetpgrp(STDIN_FILENO) == rn->child)
+        tcsetpgrp(STDIN_FILENO, getpgrp());
+    if (failed)
+        return RUN_EXIT_FAILED;
+    int status = exit_status_of(rn->child_status);
+    if (rn->lost) {
+        if (!rn->term_sent && !rn->kill_sent)
+            say("lost the lease of '%s' (token %" PRIu64 ": %s) while %s ran; it exited with "
+                "status %d",
+                rn->o->key, rn->lease.token,
+                rn->lost_err == -ESTALE ? "the lease ran out or another process took the key"
+                                        : fl_strerror(rn->lost_err),
+                rn->o->command[0], status);
+        return RUN_EXIT_LEASE_LOST;
+    }
+    return status;
+}
+
+/* Block what we forward, and SIGCHLD and SIGTTOU, and read them from a
+ * signalfd.  The keepalive thread, started later, inherits the mask, so no
+ * thread of ours takes these signals the default way. */
+static int setup_signals(struct runner *rn)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    for (size_t i = 0; i < sizeof forwarded_signals / sizeof forwarded_signals[0]; i++)
+        sigaddset(&set, forwarded_signals[i]);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGTTOU);
+    if (sigprocmask(SIG_BLOCK, &set, &rn->old_mask) != 0) {
+        say("sigprocmask: %s", strerror(errno));
+        return -1;
+    }
+    rn->sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (rn->sfd < 0) {
+        say("signalfd: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Start the command held before exec, keep the lease alive, let it go. */
+static int start_command(struct runner *rn)
+{
+    int go[2];
+    if (pipe2(go, O_CLOEXEC) != 0) {
+        say("pipe: %s", strerror(errno));
+        return -1;
+    }
+    rn->foreground = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+    fflush(NULL);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        say("fork: %s", strerror(errno));
+        close(go[0]);
+        close(go[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(go[1]);
+        exec_command(rn, go[0], parent);
+    }
+    close(go[0]);
+    rn->child = pid;
+    /* Also here, so that the group exists before we signal it. */
+    setpgid(pid, pid);
+    if (rn->foreground)
+        tcsetpgrp(STDIN_FILENO, pid);
+    int err = fl_keepalive_start(rn->r, &rn->lease, rn->o->lease_ns, NULL, NULL, &rn->k);
+    if (err) {
+        close(go[1]); /* the command exits without running */
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        if (rn->foreground && tcgetpgrp(STDIN_FILENO) == pid)
+            tcsetpgrp(STDIN_FILENO, getpgrp());
+        if (err == -ESTALE) {
+            say("lost the lease of '%s' (token %" PRIu64 ") before %s could start", rn->o->key,
+                rn->lease.token, rn->o->command[0]);
+            fl_release(rn->r, &rn->lease);
+            return RUN_EXIT_LEASE_LOST;
+        }
+        say("cannot keep the lease of '%s' alive: %s", rn->o->key, library_error(err));
+        fl_release(rn->r, &rn->lease);
+        return -1;
+    }
+    if (write(go[1], "g", 1) != 1) {
+        /* The child died before exec (it was killed): its status tells. */
+    }
+    close(go[1]);
+    return 0;
+}
+
+static int open_region(const struct run_options *o, fl_region **r)
+{
+    int err = fl_open(o->region, r);
+    if (err == 0)
+        return -1;
+    const char *detail = library_error(err);
+    if (err == -ENOMEM || err == -EMFILE || err == -ENFILE) {
+        say("cannot open the region: %s", detail);
+        return RUN_EXIT_FAILED;
+    }
+    char path[4096];
+    if (o->region)
+        snprintf(path, sizeof path, "%s", o->region);
+    else if (fl_default_region_path(path, sizeof path) != 0)
+        snprintf(path, sizeof path, "(default)");
+    if (strstr(detail, path))
+        say("cannot open the region: %s", detail);
+    else
+        say("cannot open region %s: %s", path, detail);
+    return CLI_EXIT_REGION;
+}
+
+static int acquire(struct runner *rn)
+{
+    const struct run_options *o = rn->o;
+    int err = fl_acquire(rn->r, o->key, o->lease_ns, o->wait_ns, &rn->lease);
+    if (err == 0)
+        return -1;
+    char waited[32];
+    switch (err) {
+    case -EBUSY:
+        say("'%s' is held by another process (not waiting)", o->key);
+        return RUN_EXIT_NOT_ACQUIRED;
+    case -ETIMEDOUT:
+        cli_format_duration((uint64_t)o->wait_ns, waited, sizeof waited);
+        say("'%s' is still held after waiting %s", o->key, waited);
+        return RUN_EXIT_NOT_ACQUIRED;
+    case -EPROTO:
+        say("cannot acquire '%s': %s", o->key, library_error(err));
+        return CLI_EXIT_REGION;
+    default:
+        say("cannot acquire '%s': %s", o->key, library_error(err));
+        return RUN_EXIT_FAILED;
+    }
+}
+
+int run_main(int argc, char **argv)
+{
+    struct run_options o = {0};
+    int rc = parse_run_args(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+
+    struct runner rn = {.o = &o, .sfd = -1, .child = -1};
+    if ((rc = open_region(&o, &rn.r)) >= 0)
+        return rc;
+    if ((rc = acquire(&rn)) >= 0) {
+        fl_close(rn.r);
+        return rc;
+    }
+    /* Processes the command leaves behind become ours to reap, so that after
+     * a lost lease the whole group can be seen to end. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    if (setup_signals(&rn) != 0) {
+        fl_release(rn.r, &rn.lease);
+        fl_close(rn.r);
+        return RUN_EXIT_FAILED;
+    }
+    rc = start_command(&rn);
+    if (rc != 0) {
+        fl_close(rn.r);
+        return rc > 0 ? rc : RUN_EXIT_FAILED;
+    }
+    int failed = supervise(&rn) != 0;
+    if (failed && !rn.child_done) {
+        /* Cannot watch it any more: do not leave it running unsupervised. */
+        say("stopping %s (process group %d)", o.command[0], (int)rn.child);
+        send_kill(&rn);
+    }
+    rc = finish(&rn, failed);
+    close(rn.sfd);
+    fl_close(rn.r);
+    return rc;
+}
