@@ -188,7 +188,7 @@ static int racer(void *arg, int in, int out)
     fl_region *r;
     if (fl_open(race_path, &r) != 0)
         return 10;
-    char buf[64], key[64];
+    char buf[96], key[64]; /* "done" and three longs */
     for (int round = 0; round < RACE_ROUNDS; round++) {
         th_send(out, "ready");
         uint64_t give_up = th_now_ns() + 30 * TH_S;
