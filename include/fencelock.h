@@ -277,6 +277,10 @@ FL_API int fl_keepalive_stop(fl_keepalive *k, fl_lease *lease);
 
 /* ---- Errors and paths ---------------------------------------------------- */
 
+/* Note for tests: FENCELOCK_TEST_BOOT_ID_FILE, when set, names a file read
+ * instead of /proc/sys/kernel/random/boot_id (to simulate a reboot).  Never
+ * set it in production. */
+
 /* A static message for a negative (or positive) errno value; never NULL. */
 FL_API const char *fl_strerror(int err);
 
@@ -284,8 +288,10 @@ FL_API const char *fl_strerror(int err);
 FL_API const char *fl_err_name(int err);
 
 /* Details of the last error returned to this thread by a fencelock function,
- * for example "region /dev/shm/x: bad magic: not a fencelock region".  Valid
- * until the next fencelock call in this thread; "" when there is none. */
+ * for example "region /dev/shm/x: bad magic: not a fencelock region".  Like
+ * errno, it is set by failures and left alone by successes: read it right
+ * after the call that failed.  Valid until the next fencelock call in this
+ * thread; "" when no call has failed yet. */
 FL_API const char *fl_last_error(void);
 
 /* Write the region path used when none is given: $FENCELOCK_REGION if set,

@@ -75,14 +75,19 @@ const char *fl_err_name(int err)
     return e ? e->name : "E?";
 }
 
+/* The last failure's message: a formatted one in fl__last, or a constant
+ * one (fl__last_static, no formatting cost on polling paths).  Successful
+ * calls leave both alone, as errno is left alone. */
 static _Thread_local char fl__last[512];
+static _Thread_local const char *fl__last_static;
 
-const char *fl_last_error(void) { return fl__last; }
+const char *fl_last_error(void) { return fl__last_static ? fl__last_static : fl__last; }
 
-void fl__clear_error(void) { fl__last[0] = '\0'; }
+void fl__set_error_static(const char *msg) { fl__last_static = msg; }
 
 void fl__set_error(const char *fmt, ...)
 {
+    fl__last_static = NULL;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(fl__last, sizeof fl__last, fmt, ap);

@@ -8,7 +8,8 @@
  *   0      header           FL__HEADER_SIZE bytes (one page)
  *          clients          client_capacity  x FL__CLIENT_SIZE  (entry 0 unused)
  *          lock slots       lock_capacity    x FL__SLOT_SIZE
- *          lock index       lock_index_cap   x 4 (uint32 bucket: slot + 1, 0 = empty)
+ *          lock index       lock_index_cap   x 4 (uint32 bucket: hash bits << 24 | slot + 1,
+ *                                                 0 = empty; keys.c)
  *          records          record_capacity  x FL__RECORD_SIZE
  *          record index     record_index_cap x 4
  *          buffers          buffer_count     x buffer_stride (64-byte header + data)
@@ -117,7 +118,7 @@
 #define FL__KEY_BYTES 128u
 
 /* Limits the layout can express. */
-#define FL__MAX_LOCKS (1u << 24)
+#define FL__MAX_LOCKS ((1u << 24) - 1) /* entry + 1 fits the 24 bits of an index bucket */
 #define FL__MAX_RECORDS (1u << 22)
 #define FL__MAX_BUFFERS ((1u << 23) - 2) /* buffer + 1 fits the 24-bit field of `cur` */
 #define FL__MAX_CLIENTS 65535u           /* the owner field of a lease is 16 bits */

@@ -78,7 +78,9 @@ void fl__set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Record the message and evaluate to err (negative).  A macro so that the
  * value is visible where it is returned (to readers and to analyzers). */
 #define fl__fail(err, ...) (fl__set_error(__VA_ARGS__), (err))
-void fl__clear_error(void);
+/* The same with a constant message: no formatting (hot refusal paths). */
+void fl__set_error_static(const char *msg);
+#define fl__fail_static(err, msg) (fl__set_error_static(msg), (err))
 
 /* ---- clock.c ---- */
 uint64_t fl__monotonic_ns(void *ctx);

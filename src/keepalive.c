@@ -168,7 +168,6 @@ out:
 int fl_keepalive_start(fl_region *r, const fl_lease *lease, uint64_t lease_ns, fl_lost_fn on_lost,
                        void *arg, fl_keepalive **out)
 {
-    fl__clear_error();
     if (!r || !lease || !out)
         return fl__fail(-EINVAL, "fl_keepalive_start: NULL argument");
     if (r->readonly)

@@ -192,12 +192,16 @@ static void fl__buffer_fill(fl_region *r, uint32_t i, uint32_t record, uint64_t 
     atomic_store_explicit(&b->len, (uint32_t)len, memory_order_relaxed);
     atomic_store_explicit(&b->writer_pid, r->pid, memory_order_relaxed);
     const unsigned char *src = data;
-    size_t words = (len + 7) / 8;
-    for (size_t w = 0; w < words; w++) {
-        uint64_t v = 0;
-        size_t n = len - w * 8 < 8 ? len - w * 8 : 8;
-        memcpy(&v, src + w * 8, n);
+    size_t whole = len / 8;
+    for (size_t w = 0; w < whole; w++) { /* fixed-size copies: one load each */
+        uint64_t v;
+        memcpy(&v, src + w * 8, 8);
         atomic_store_explicit(&b->data[w], v, memory_order_relaxed);
+    }
+    if (len % 8) {
+        uint64_t v = 0;
+        memcpy(&v, src + whole * 8, len % 8);
+        atomic_store_explicit(&b->data[whole], v, memory_order_relaxed);
     }
 }
 
@@ -311,7 +315,6 @@ static void fl__note_rejection(fl_region *r, struct fl__record *rec, uint32_t ri
 int fl_commit(fl_region *r, const fl_lease *lease, const char *record, const void *data,
               size_t len, unsigned flags, uint64_t *accepted)
 {
-    fl__clear_error();
     int err = fl__commit_args(r, lease, data, len, flags);
     if (err)
         return err;
@@ -388,7 +391,6 @@ int fl_commit(fl_region *r, const fl_lease *lease, const char *record, const voi
 int fl_read(fl_region *r, const char *record, void *buf, size_t cap, size_t *len,
             uint64_t *fence)
 {
-    fl__clear_error();
     if (!r || !len || !fence || (!buf && cap > 0))
         return fl__fail(-EINVAL, "fl_read: NULL argument");
     int klen = fl__key_check(record);

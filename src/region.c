@@ -353,7 +353,6 @@ bool fl__same_boot(const fl_region *r)
 
 int fl_open(const char *region_path, fl_region **out)
 {
-    fl__clear_error();
     if (!out)
         return fl__fail(-EINVAL, "fl_open: out is NULL");
     char path[4096];
@@ -380,14 +379,12 @@ int fl_open(const char *region_path, fl_region **out)
     }
     /* Any other failure to register (no supervisor, a supervisor that just
      * died) leaves the handle working unregistered (I10). */
-    fl__clear_error();
     *out = r;
     return 0;
 }
 
 int fl_open_readonly(const char *region_path, fl_region **out)
 {
-    fl__clear_error();
     if (!out)
         return fl__fail(-EINVAL, "fl_open_readonly: out is NULL");
     char path[4096];

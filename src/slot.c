@@ -183,7 +183,6 @@ static int fl__wait_for_change(fl_region *r, struct fl__slot *sl, uint64_t s, ui
 int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
                fl_lease *lease)
 {
-    fl__clear_error();
     if (!r || !lease)
         return fl__fail(-EINVAL, "fl_acquire: NULL argument");
     if (r->readonly)
@@ -206,20 +205,21 @@ int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout
         return err;
     struct fl__slot *sl = fl__slot_at(r, idx);
 
-    uint64_t now = fl__now(r);
-    uint64_t wait_until = timeout_ns > 0 ? now + (uint64_t)timeout_ns : 0;
+    /* One clock read per attempt; the wait deadline needs one more, only
+     * when there is a timeout to wait for. */
+    uint64_t wait_until = timeout_ns > 0 ? fl__now(r) + (uint64_t)timeout_ns : 0;
     bool contended = false, spun = false;
     for (;;) {
         uint64_t s = 0, l = 0;
         fl__pair_load(&sl->pair, &s, &l);
-        now = fl__now(r);
+        uint64_t now = fl__now(r);
         uint32_t flags = 0;
         bool takeover = false;
         if (s & FL__HELD) {
             if (now < fl__deadline_ns(l)) {
                 contended = true;
-                if (timeout_ns == 0)
-                    return fl__fail(-EBUSY, "key \"%s\" is held", key);
+                if (timeout_ns == 0) /* a polling caller's path: no formatting */
+                    return fl__fail_static(-EBUSY, "the key is held (try again later)");
                 if (wait_until && now >= wait_until)
                     return fl__fail(-ETIMEDOUT, "key \"%s\" stayed held", key);
                 if (!spun) {
@@ -263,9 +263,12 @@ int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout
             return err;
         if (!fl__pair_cas(&sl->pair, &s, &l, next << FL__TOKEN_SHIFT | FL__HELD, nl))
             continue; /* somebody else moved first: no token consumed */
-        /* relaxed: informational fields for the status tool */
-        atomic_store_explicit(&sl->holder_pid, r->pid, memory_order_relaxed);
-        atomic_store_explicit(&sl->holder_client_id, r->client_id, memory_order_relaxed);
+        /* relaxed: informational fields for the status tool; stored only
+         * when they change, so a process re-taking its own lock writes nothing */
+        if (atomic_load_explicit(&sl->holder_pid, memory_order_relaxed) != r->pid)
+            atomic_store_explicit(&sl->holder_pid, r->pid, memory_order_relaxed);
+        if (atomic_load_explicit(&sl->holder_client_id, memory_order_relaxed) != r->client_id)
+            atomic_store_explicit(&sl->holder_client_id, r->client_id, memory_order_relaxed);
         fl__count(sl, FL__C_ACQUISITIONS);
         if (contended || takeover)
             fl__count(sl, FL__C_CONTENDED);
@@ -320,7 +323,6 @@ static int fl__lease_slot(fl_region *r, const fl_lease *lease, const char *fn,
 
 int fl_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns)
 {
-    fl__clear_error();
     struct fl__slot *sl = NULL;
     int err = fl__lease_slot(r, lease, "fl_renew", &sl);
     if (err)
@@ -353,7 +355,6 @@ int fl_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns)
 
 int fl_release(fl_region *r, const fl_lease *lease)
 {
-    fl__clear_error();
     struct fl__slot *sl = NULL;
     int err = fl__lease_slot(r, lease, "fl_release", &sl);
     if (err)
@@ -382,7 +383,6 @@ int fl_release(fl_region *r, const fl_lease *lease)
 
 int fl_check(fl_region *r, const fl_lease *lease)
 {
-    fl__clear_error();
     if (!r || !lease)
         return fl__fail(-EINVAL, "fl_check: NULL argument");
     struct fl__keytab t;

@@ -117,7 +117,9 @@
 #ifndef ROUNDS
 #define ROUNDS 1
 #endif
+#ifndef LEASE
 #define LEASE 2
+#endif
 #ifndef FLOOR
 #define FLOOR 2             /* token floor fencelockd may raise to; 0: never */
 #endif
@@ -125,11 +127,7 @@
 #define GIVEUPS 1           /* waits that end by the caller's own timeout */
 #endif
 #ifndef INTRS
-#ifdef NOTIME
 #define INTRS 1             /* waits interrupted by a signal (EINTR) */
-#else
-#define INTRS 0
-#endif
 #endif
 
 /* the pair */
@@ -149,7 +147,6 @@ byte tfloor = 0;      /* header token_floor */
 byte now = 0;         /* CLOCK_MONOTONIC */
 
 /* ghosts */
-byte maxdl = 0;       /* greatest deadline ever issued: the clock's horizon */
 byte gtok = 0;        /* last token issued */
 byte gltok = 0;       /* token whose holding the lease word describes */
 bool believe[NC + 1]; /* client relies on its lease ... */
@@ -160,58 +157,70 @@ byte reap_req = 0;    /* dead client the supervisor is told about */
 byte giveups = GIVEUPS;
 byte intrs = INTRS;
 
-#define NEWDL(d) if :: (d) > maxdl -> maxdl = (d) :: else -> skip fi
+#define UNBELIEVE(x) believe[x] = false; bdl[x] = 0
+#define NEWDL(d) assert((d) < 32)   /* fits the deadline bits of lw */
 
 /* Lease exclusion (I1'): me starts relying on a lease; nobody else may rely
  * on one that has not expired, unless me's own has expired already. */
 #define EXCL(me) \
     for (xj : 1 .. NC) { \
         assert(xj == me || !believe[xj] || bdl[xj] <= now || bdl[me] <= now) \
-    }
+    }; \
+    xj = 0
 
-/* fl__pair_load: three steps; BUG_NO_REREAD drops the third. */
-#ifdef BUG_NO_REREAD
-#define REREAD(s2) s2 = s
+/* The clock's horizon: the greatest deadline anybody still relies on,
+ * the pair's included (a sleeper's own deadline wakes it: see the futex). */
+#define HORIZON(h) \
+    h = (HELD(st) -> DL(lw) : 0); \
+    for (xj : 1 .. NC) { \
+        if :: bdl[xj] > h -> h = bdl[xj] :: else -> skip fi \
+    }; \
+    h = (now > h -> now : h); \
+    xj = 0
+
+/* Reading the clock.  Time passes between any two steps; nobody can tell
+ * until they read the clock, so the clock advances (by any amount, up to
+ * the greatest deadline issued) when somebody reads it. */
+#ifdef NOTIME
+#define CLOCK_READ(n) n = now
 #else
-#define REREAD(s2) s2 = st
+#define CLOCK_READ(n) atomic { HORIZON(hz); select(n : now .. hz); now = n; hz = 0 }
 #endif
+
+/* fl__pair_load: load state, load lease, re-load state (the guard). */
+#ifdef BUG_NO_REREAD
+#define PAIR_LOAD(s, l) s = st; l = lw
+#define PAIR_LOAD_TAG(s, l, lt) s = st; atomic { l = lw; lt = gltok }
+#else
+#define PAIR_LOAD(s, l) \
+    do \
+    :: s = st; l = lw; \
+       if :: s == st -> break :: else -> skip fi \
+    od
+/* the same, also reading the ghost tag of the lease word with it */
+#define PAIR_LOAD_TAG(s, l, lt) \
+    do \
+    :: s = st; atomic { l = lw; lt = gltok }; \
+       if :: s == st -> break :: else -> skip fi \
+    od
+#endif
+
 /* renew's -ESTALE test; BUG_STALE_RENEW forgets the token */
 #ifdef BUG_STALE_RENEW
 #define RENEW_LOST(s, l, n) ((n) >= DL(l))
 #else
 #define RENEW_LOST(s, l, n) ((s) != (mytok << 1 | 1) || (n) >= DL(l))
 #endif
-#define PAIR_LOAD(s, l, s2) \
-    do \
-    :: s = st; l = lw; REREAD(s2); \
-       if :: s == s2 -> break :: else -> skip fi \
-    od
-/* the same, also reading the ghost tag of the lease word with it */
-#define PAIR_LOAD_TAG(s, l, s2, lt) \
-    do \
-    :: s = st; atomic { l = lw; lt = gltok }; REREAD(s2); \
-       if :: s == s2 -> break :: else -> skip fi \
-    od
 
-/* fl__wake_waiters.  The releaser's window (win) closes once it has woken
- * or seen no waiter. */
-#define WAKE_ALL d_step { for (xj : 1 .. NC) { asleep[xj] = false } }
+/* fl__wake_waiters: read waiters; if any, bump wake_seq and wake them all.
+ * The releaser's window (win) closes once it has woken or seen none. */
 #define WAKE_WAITERS(me) \
     if \
-    :: waiters > 0 -> wake_seq++; WAKE_ALL; win[me] = false \
+    :: waiters > 0 -> \
+       wake_seq++; \
+       d_step { for (xj : 1 .. NC) { asleep[xj] = false }; xj = 0; win[me] = false } \
     :: else -> win[me] = false \
     fi
-
-#ifndef NOTIME
-/* The clock: ticks while some issued deadline lies ahead. */
-active proctype clock()
-{
-end_clock:
-    do
-    :: atomic { now < maxdl -> now++ }
-    od
-}
-#endif
 
 #if FLOOR > 0
 /* fencelockd raises token_floor (a new epoch), once, at any time. */
@@ -233,11 +242,12 @@ active proctype killer()
        :: killed[v] = true           /* stopped forever, never reaped */
 #endif
 #ifdef DIE_IN_WAKE_WINDOW
-       :: atomic { killed[v] = true; believe[v] = false };
+       :: atomic { killed[v] = true; UNBELIEVE(v) };
 #else
-       :: atomic { !win[v] -> killed[v] = true; believe[v] = false };
+       :: atomic { !win[v] -> killed[v] = true; UNBELIEVE(v) };
 #endif
-          reap_req = v                /* died: fencelockd reaps */
+          reap_req = v;               /* died: fencelockd reaps */
+          v = 0
        fi
     fi
 }
@@ -245,12 +255,12 @@ active proctype killer()
 /* fencelockd: fl__slots_reap_client for the dead client. */
 active proctype supervisor()
 {
-    byte s, l, s2, v, xj;
+    byte s, l, v, xj;
     bool ok;
 end_idle:
     reap_req != 0;
     v = reap_req;
-    PAIR_LOAD(s, l, s2);
+    PAIR_LOAD(s, l);
     do
     :: HELD(s) && OWNER(l) == v ->
        d_step {
@@ -265,12 +275,13 @@ end_idle:
        :: else -> skip
        fi
     :: else -> break
-    od
+    od;
+    atomic { s = 0; l = 0; v = 0; ok = false }
 }
 
 proctype client(byte me)
 {
-    byte s, l, s2, l2, n, nl, next, seq, until, mytok, lt, xj, round;
+    byte s, l, n, next, seq, until, mytok, lt, xj, hz, round;
     bool spun, gaveup, ok;
 
     {
@@ -278,12 +289,12 @@ proctype client(byte me)
     :: round < ROUNDS ->
         /* ---------------- fl_acquire ---------------- */
         spun = false;
-        gaveup = false;
         do
-        :: PAIR_LOAD(s, l, s2);
-           n = now;
+        :: PAIR_LOAD(s, l);
+           CLOCK_READ(n);
            if
            :: HELD(s) && n < DL(l) ->
+              n = 0;
               if
               :: !spun && st != s ->
                  spun = true              /* fl__spin_until_changed saw it */
@@ -294,35 +305,48 @@ proctype client(byte me)
 #ifndef BUG_WAITERS_LATE
                  waiters++;
 #endif
-                 s2 = st;
-                 l2 = lw;
-#ifdef BUG_WAITERS_LATE
-                 waiters++;
-#endif
                  if
-                 :: s2 == s && l2 == l ->
-                    until = DL(l);
-                    /* futex_wait: compare and enqueue, one step */
-                    atomic {
-                        if
-                        :: wake_seq == seq -> asleep[me] = true
-                        :: else -> skip
-                        fi
-                    };
+                 :: st == s ->
                     if
-#ifdef BUG_NO_DEADLINE
-                    :: atomic { !asleep[me] -> skip }
-#else
-                    :: atomic { !asleep[me] || now >= until -> asleep[me] = false }
+                    :: lw == l ->
+#ifdef BUG_WAITERS_LATE
+                       waiters++;
 #endif
-                    :: atomic { asleep[me] && giveups > 0 ->
-                           asleep[me] = false; giveups--; gaveup = true }
-                    :: atomic { asleep[me] && intrs > 0 ->
-                           asleep[me] = false; intrs-- }
+                       until = DL(l);
+                       /* futex_wait: compare and enqueue, one step */
+                       atomic {
+                           if
+                           :: wake_seq == seq -> asleep[me] = true
+                           :: else -> skip
+                           fi;
+                           seq = 0
+                       };
+                       if
+                       :: atomic { !asleep[me] -> skip }  /* woken, or no sleep */
+#if !defined(NOTIME) && !defined(BUG_NO_DEADLINE)
+                       :: atomic { asleep[me] ->          /* the deadline came */
+                              if
+                              :: now < until -> now = until
+                              :: else -> skip
+                              fi;
+                              asleep[me] = false }
+#endif
+                       :: atomic { asleep[me] && giveups > 0 ->
+                              asleep[me] = false; giveups--; gaveup = true }
+                       :: atomic { asleep[me] && intrs > 0 ->
+                              asleep[me] = false; intrs-- }
+                       fi
+                    :: else
+#ifdef BUG_WAITERS_LATE
+                       -> waiters++
+#endif
                     fi
-                 :: else -> skip
+                 :: else
+#ifdef BUG_WAITERS_LATE
+                    -> waiters++
+#endif
                  fi;
-                 waiters--;
+                 atomic { waiters--; seq = 0; until = 0; s = 0; l = 0 };
                  if
                  :: gaveup -> break       /* -ETIMEDOUT to the caller */
                  :: else -> skip
@@ -330,25 +354,21 @@ proctype client(byte me)
               fi
            :: else ->
               /* free, or held with the deadline passed: take it */
-              next = TOK(s) + 1;
-              if
-              :: tfloor > next -> next = tfloor
-              :: else -> skip
-              fi;
-              nl = me << 5 | (n + LEASE);
+              next = (tfloor > TOK(s) + 1 -> tfloor : TOK(s) + 1);
 #ifndef BUG_SPLIT_CAS
               d_step {
                   if
                   :: st == s && lw == l ->
                      assert(next > gtok);                         /* I1 */
-                     st = next << 1 | 1; lw = nl;
+                     st = next << 1 | 1; lw = me << 5 | (n + LEASE);
                      gtok = next; gltok = next; mytok = next;
-                     NEWDL(DL(nl));
-                     believe[me] = true; bdl[me] = DL(nl);
+                     NEWDL(n + LEASE);
+                     believe[me] = true; bdl[me] = n + LEASE;
                      EXCL(me);                                    /* I1' */
                      ok = true
                   :: else -> ok = false  /* somebody moved first: no token */
-                  fi
+                  fi;
+                  s = 0; l = 0; next = 0
               };
 #else
               d_step {
@@ -357,69 +377,75 @@ proctype client(byte me)
                      assert(next > gtok);
                      st = next << 1 | 1; gtok = next; mytok = next; ok = true
                   :: else -> ok = false
-                  fi
+                  fi;
+                  s = 0; l = 0; next = 0
               };
               if
               :: ok ->
-                 d_step { lw = nl; gltok = next; NEWDL(DL(nl));
-                     believe[me] = true; bdl[me] = DL(nl); EXCL(me) }
+                 d_step { lw = me << 5 | (n + LEASE); gltok = mytok; NEWDL(n + LEASE);
+                     believe[me] = true; bdl[me] = n + LEASE; EXCL(me) }
               :: else -> skip
               fi;
 #endif
+              n = 0;
               if
-              :: ok -> break
+              :: ok -> ok = false; break
               :: else -> skip
               fi
            fi
         od;
 
         if
-        :: gaveup -> skip
+        :: gaveup -> gaveup = false
         :: else ->
            /* ---------------- fl_renew (optional) ---------------- */
            if
-           :: PAIR_LOAD(s, l, s2);
+           :: PAIR_LOAD(s, l);
               do
-              :: n = now;
+              :: CLOCK_READ(n);
                  if
                  :: RENEW_LOST(s, l, n) ->
-                    believe[me] = false; break                    /* -ESTALE */
+                    UNBELIEVE(me);                         /* -ESTALE */
+                    break
                  :: else ->
-                    nl = (l & OWNER_BITS) | (n + LEASE);
                     d_step {
                         if
                         :: st == s && lw == l ->
                            assert(gtok == mytok);                 /* I2' */
-                           lw = nl; NEWDL(DL(nl));
-                           bdl[me] = DL(nl); EXCL(me); ok = true
+                           lw = (l & OWNER_BITS) | (n + LEASE);
+                           NEWDL(n + LEASE);
+                           bdl[me] = n + LEASE; EXCL(me); ok = true
                         :: else -> s = st; l = lw; ok = false
-                        fi
+                        fi;
+                        n = 0
                     };
                     if
-                    :: ok -> break
+                    :: ok -> ok = false; break
                     :: else -> skip
                     fi
                  fi
-              od
+              od;
+              atomic { s = 0; l = 0; n = 0 }
            :: skip
            fi;
 
            /* ---------------- fl_check (optional) ---------------- */
            if
-           :: PAIR_LOAD_TAG(s, l, s2, lt);
-              n = now;
+           :: PAIR_LOAD_TAG(s, l, lt);
+              CLOCK_READ(n);
               if
               :: s == (mytok << 1 | 1) && n < DL(l) ->
                  assert(lt == mytok)                              /* I2' */
-              :: else -> believe[me] = false                   /* -ESTALE */
-              fi
+              :: else -> UNBELIEVE(me)                     /* -ESTALE */
+              fi;
+              d_step { s = 0; l = 0; n = 0; lt = 0 }
            :: skip
            fi;
 
            /* ---------------- fl_release, or walk away ---------------- */
-           believe[me] = false;
+           UNBELIEVE(me);
            if
-           :: PAIR_LOAD(s, l, s2);
+           :: PAIR_LOAD(s, l);
               do
               :: s != (mytok << 1 | 1) -> break                 /* -ESTALE */
               :: s == (mytok << 1 | 1) ->
@@ -433,19 +459,26 @@ proctype client(byte me)
                      fi
                  };
                  if
-                 :: ok -> WAKE_WAITERS(me); break
+                 :: ok -> ok = false; WAKE_WAITERS(me); break
                  :: else -> skip
                  fi
-              od
+              od;
+              atomic { s = 0; l = 0 }
 #ifndef NOTIME
            :: skip                    /* never releases: the lease expires */
 #endif
            fi
         fi;
+        mytok = 0;
         round++
     :: else -> break
     od
-    } unless { killed[me] }
+    } unless {
+        d_step { killed[me] ->      /* its locals no longer matter */
+            s = 0; l = 0; n = 0; next = 0; seq = 0; until = 0; mytok = 0;
+            lt = 0; xj = 0; hz = 0; round = 0; spun = false; gaveup = false;
+            ok = false; asleep[me] = false }
+    }
 }
 
 init
