@@ -177,11 +177,12 @@ FL_API int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t 
  */
 FL_API int fl_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns);
 
-/* Release a lease and wake the key's waiters.
+/* Release a lease and wake the key's waiters.  A lease past its deadline
+ * that nobody has taken over is released normally (0): no other holder can
+ * have overlapped it.
  * Errors:
- *   -ESTALE  ownership lost: another acquisition has taken the key (nothing
- *            changed), or the lease had expired; an expired lease that nobody
- *            had taken over yet is freed all the same
+ *   -ESTALE  ownership lost: another acquisition has taken the key, or this
+ *            lease was released before (nothing changed)
  *   -EINVAL  NULL argument, bad slot, read-only handle
  */
 FL_API int fl_release(fl_region *r, const fl_lease *lease);
