@@ -128,8 +128,8 @@ static void test_bad_usage(void **state)
                        "option '--json' takes no argument", sub);
     expect_usage_error((const char *const[]){"status", "--region", "", NULL},
                        "--region: the path is empty", sub);
-    expect_usage_error((const char *const[]){"status", "extra", NULL},
-                       "fencelock status: unexpected argument 'extra'", sub);
+    expect_usage_error((const char *const[]){"status", "one", "two", NULL},
+                       "fencelock status: unexpected argument 'two'", sub);
 }
 
 /* Output that cannot be written is an error (status 1), not a success. */

@@ -12,6 +12,7 @@ enum {
     CLI_EXIT_RUNTIME = 1, /* out of memory, cannot write the output, unexpected library error */
     CLI_EXIT_USAGE = 2,   /* unknown command or option, missing or extra argument */
     CLI_EXIT_REGION = 3,  /* the region is missing, unreadable, corrupt or of another version */
+    CLI_EXIT_NO_KEY = 4,  /* status KEY: the region has no such key */
 };
 
 /* The exit-status paragraph, shared by every usage text. */
@@ -40,5 +41,8 @@ typedef int cli_command_fn(int argc, char **argv);
 
 cli_command_fn status_main;
 extern const char status_usage[];
+
+cli_command_fn metrics_main;
+extern const char metrics_usage[];
 
 #endif

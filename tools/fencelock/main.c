@@ -22,6 +22,8 @@ struct command {
 static const struct command commands[] = {
     {"status", "show the region's parameters, clients, locks and records", status_main,
      status_usage},
+    {"metrics", "print every counter in the Prometheus text format", metrics_main,
+     metrics_usage},
     {"run", "run a command while holding a key, its fencing token in the environment",
      run_main, run_usage},
 };

@@ -12,24 +12,34 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "duration.h"
 #include "fencelock.h"
 #include "json.h"
 
 const char status_usage[] =
-    "Usage: fencelock status [-r PATH | --region PATH] [--json]\n"
+    "Usage: fencelock status [-r PATH] [--prefix PREFIX] [--json]\n"
+    "       fencelock status [-r PATH] [--json] KEY\n"
+    "       fencelock status [-r PATH] [--prefix PREFIX] [--json] --watch [INTERVAL]\n"
+    "                        [--count N]\n"
     "\n"
     "Show a fencelock region as it is now: its parameters and supervisor, the\n"
     "client processes registered with the supervisor, every lock key and every\n"
-    "fenced record.\n"
+    "fenced record.  With KEY, show that one key and the records it fences in\n"
+    "detail.  With --watch, show a view refreshed every INTERVAL, with rates\n"
+    "per second, most active keys first (like top).\n"
     "\n"
     "The region is opened read-only and without registering: status works on a\n"
     "read-only file and with or without a running fencelockd, and it changes\n"
@@ -41,7 +51,16 @@ const char status_usage[] =
     "Options:\n"
     "  -r, --region PATH  the region file (default: $FENCELOCK_REGION, else\n"
     "                     /dev/shm/fencelock-UID/region)\n"
-    "      --json         print one JSON document instead of tables\n"
+    "      --json         print one JSON document instead of tables (with\n"
+    "                     --watch: one document per refresh)\n"
+    "      --prefix PREFIX\n"
+    "                     show only the keys that start with PREFIX and the\n"
+    "                     records whose name or key starts with PREFIX (bytes,\n"
+    "                     compared exactly)\n"
+    "      --watch [INTERVAL]\n"
+    "                     refresh every INTERVAL (500ms, 2s, 1.5s, 1m; a bare\n"
+    "                     number is seconds; 50ms to 1h) [2s]\n"
+    "      --count N      with --watch: stop after N refreshes\n"
     "  -h, --help         show this help and exit\n"
     "\n"
     "Clients table:\n"
@@ -83,6 +102,40 @@ const char status_usage[] =
     "  REJ-TOKEN  token of the last rejected commit, - if none\n"
     "  REJ-PID    process that made the last rejected commit, - if none\n"
     "\n"
+    "The region block also counts the events dropped from the supervisor's\n"
+    "log (its event ring was full, or a client stopped while posting): the\n"
+    "counters stay exact, only log lines are missing.\n"
+    "\n"
+    "One key (status KEY): every field of the key (state, token with its epoch\n"
+    "and counter, holder, lease left, waiters, acquisitions, contended,\n"
+    "takeovers, deaths, renewals and releases with those refused as stale, the\n"
+    "last stale renewal or release: its operation, token and pid) and every\n"
+    "record the key fences (accepted token, version, size, commits,\n"
+    "rejections, repeats, and the last rejection: operation, token, pid and\n"
+    "the token the record had accepted then).  A key that does not exist is an\n"
+    "error, exit status 4.  Give KEY as its bytes (no escapes).\n"
+    "\n"
+    "Watch view (--watch): a header with the time, the supervisor, the epoch,\n"
+    "the table fill and the dropped events, the region-wide rates, then the\n"
+    "keys and the records, most active first (ties by name).  Rates are per\n"
+    "second over the last refresh, - on the first.  On a terminal the view\n"
+    "uses the alternate screen and is cut to the window; q or Ctrl-C quits\n"
+    "(exit status 0), SIGINT, SIGTERM and SIGHUP restore the terminal and end\n"
+    "it by that signal.  When standard output is not a terminal each refresh\n"
+    "prints the whole view after a blank line, and a closed pipe ends it with\n"
+    "status 0 (fencelock status --watch 1s | head works).\n"
+    "  Keys:     KEY, STATE, ACQ/S (acquisitions), COMMIT/S (commits accepted\n"
+    "            on the key's records), REJ/S (fencing rejections: commits\n"
+    "            refused on the key's records plus renewals and releases\n"
+    "            refused as stale), TAKEOVER/S (expired leases taken over),\n"
+    "            WAITERS, LEFT, PID, TOKEN, and the totals ACQUIRED, COMMITS,\n"
+    "            REJECTED (the same sum as REJ/S), REPEATS, TAKEOVERS\n"
+    "  Records:  NAME, KEY, COMMIT/S, REJ/S, REPEAT/S, TOKEN, COMMITS,\n"
+    "            REJECTED, REPEATS (rejections of a token the record had just\n"
+    "            rejected: a client retrying instead of acquiring again)\n"
+    "  Activity: ACQ/S + COMMIT/S + REJ/S for keys, COMMIT/S + REJ/S for\n"
+    "            records.\n"
+    "\n"
     "JSON output: one object with \"time\" (when the view was taken), \"region\"\n"
     "(an object) and the arrays \"clients\", \"locks\" and \"records\", one element\n"
     "per line.  Members are named after the fields of fencelock.h's\n"
@@ -90,16 +143,22 @@ const char status_usage[] =
     "are JSON numbers.  In addition the region has path, clients_used,\n"
     "supervisor_alive and created.  Times are RFC 3339 in UTC.  Every state and\n"
     "last_release is the word the tables show, null for -; bound_key is null if\n"
-    "unbound.  lease_left_ns is in nanoseconds, negative once expired, 0 when\n"
-    "free.  Keys and names are strings in which each byte outside printable\n"
-    "ASCII is a \\u00NN escape: decoded as Latin-1 they give the bytes back.\n"
-    "A lock's holder_pid, holder_client and holder_client_id name its latest\n"
-    "holder, also after a release.\n"
+    "unbound; last_stale_op is \"renew\", \"release\" or null and last_rejected_op\n"
+    "\"commit\", \"strict_commit\" or null.  lease_left_ns is in nanoseconds,\n"
+    "negative once expired, 0 when free.  Keys and names are strings in which\n"
+    "each byte outside printable ASCII is a \\u00NN escape: decoded as Latin-1\n"
+    "they give the bytes back.  A lock's holder_pid, holder_client and\n"
+    "holder_client_id name its latest holder, also after a release.  With KEY\n"
+    "the document has \"time\", \"region\", \"lock\" (one object) and \"records\"\n"
+    "(those the key fences).\n"
     "\n" CLI_ENVIRONMENT_TEXT "\n" CLI_EXIT_STATUS_TEXT
+    "  4  status KEY: the region has no such key\n"
     "\n"
     "Examples:\n"
     "  fencelock status\n"
     "  FENCELOCK_REGION=/run/myapp/locks fencelock status\n"
+    "  fencelock status orders/42\n"
+    "  fencelock status --watch 1s --prefix orders/\n"
     "  fencelock status --json | jq -r '.locks[] | select(.waiters > 0) | .key'\n";
 
 /* ---- the view -------------------------------------------------------------- */
@@ -111,8 +170,10 @@ struct snapshot {
     fl_client_info *clients;
     size_t n_clients;
     fl_lock_info *locks;
+    uint32_t *lock_slots; /* the slot index of each of locks[] (stable for the region's life) */
     size_t n_locks;
     fl_record_info *records;
+    uint32_t *record_slots; /* the same for records[] */
     size_t n_records;
 };
 
@@ -120,7 +181,15 @@ static void free_snapshot(struct snapshot *s)
 {
     free(s->clients);
     free(s->locks);
+    free(s->lock_slots);
     free(s->records);
+    free(s->record_slots);
+    s->clients = NULL;
+    s->locks = NULL;
+    s->lock_slots = NULL;
+    s->records = NULL;
+    s->record_slots = NULL;
+    s->n_clients = s->n_locks = s->n_records = 0;
 }
 
 /* The last library error in one line: the detail if there is one. */
@@ -166,12 +235,13 @@ static int read_locks(fl_region *r, struct snapshot *s)
     uint32_t used = s->region.locks_used;
     /* calloc(0, ...) may return NULL: only ask for something. */
     s->locks = used ? calloc(used, sizeof *s->locks) : NULL;
-    if (used && !s->locks)
+    s->lock_slots = used ? calloc(used, sizeof *s->lock_slots) : NULL;
+    if (used && (!s->locks || !s->lock_slots))
         return out_of_memory("reading the lock table");
     for (uint32_t i = 0; i < used; i++) {
         int err = fl_lock_info_get(r, i, &s->locks[s->n_locks]);
         if (err == 0)
-            s->n_locks++;
+            s->lock_slots[s->n_locks++] = i;
         else if (err != -ENOENT) /* a slot abandoned in a creation race holds no key */
             return fail_runtime("reading the lock table", err);
     }
@@ -183,31 +253,38 @@ static int read_records(fl_region *r, struct snapshot *s)
     uint32_t used = s->region.records_used;
     /* calloc(0, ...) may return NULL: only ask for something. */
     s->records = used ? calloc(used, sizeof *s->records) : NULL;
-    if (used && !s->records)
+    s->record_slots = used ? calloc(used, sizeof *s->record_slots) : NULL;
+    if (used && (!s->records || !s->record_slots))
         return out_of_memory("reading the record table");
     for (uint32_t i = 0; i < used; i++) {
         int err = fl_record_info_get(r, i, &s->records[s->n_records]);
         if (err == 0)
-            s->n_records++;
+            s->record_slots[s->n_records++] = i;
         else if (err != -ENOENT)
             return fail_runtime("reading the record table", err);
     }
     return CLI_EXIT_OK;
 }
 
-/* Open the region at path read-only and copy out everything shown. */
-static int take_snapshot(const char *path, struct snapshot *s)
+/* Open the region at path read-only: CLI_EXIT_OK or the exit status, the
+ * problem said on stderr. */
+static int open_region(const char *path, fl_region **r)
 {
-    snprintf(s->path, sizeof s->path, "%s", path);
-    fl_region *r;
-    int err = fl_open_readonly(path, &r);
+    int err = fl_open_readonly(path, r);
     if (err) {
         fprintf(stderr, "fencelock: %s\n", library_error(err));
         return err == -ENOMEM || err == -EMFILE || err == -ENFILE ? CLI_EXIT_RUNTIME
                                                                    : CLI_EXIT_REGION;
     }
+    return CLI_EXIT_OK;
+}
+
+/* Copy out everything shown from an open region (s is empty or freed). */
+static int read_snapshot(fl_region *r, const char *path, struct snapshot *s)
+{
+    snprintf(s->path, sizeof s->path, "%s", path);
     int rc = CLI_EXIT_OK;
-    err = fl_region_info_get(r, &s->region);
+    int err = fl_region_info_get(r, &s->region);
     if (err)
         rc = fail_runtime("reading the region header", err);
     if (rc == CLI_EXIT_OK)
@@ -216,10 +293,49 @@ static int take_snapshot(const char *path, struct snapshot *s)
         rc = read_locks(r, s);
     if (rc == CLI_EXIT_OK)
         rc = read_records(r, s);
-    fl_close(r);
     /* The library asks the supervisor's flock, which a reused pid cannot fake. */
     s->supervisor_alive = s->region.served != 0;
     return rc;
+}
+
+/* Open the region at path read-only and copy out everything shown. */
+static int take_snapshot(const char *path, struct snapshot *s)
+{
+    fl_region *r;
+    int rc = open_region(path, &r);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    rc = read_snapshot(r, path, s);
+    fl_close(r);
+    return rc;
+}
+
+static bool has_prefix(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* Keep the keys that start with prefix and the records whose name or bound
+ * key does (NULL keeps everything). */
+static void filter_prefix(struct snapshot *s, const char *prefix)
+{
+    if (!prefix)
+        return;
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_locks; i++)
+        if (has_prefix(s->locks[i].key, prefix)) {
+            s->locks[n] = s->locks[i];
+            s->lock_slots[n++] = s->lock_slots[i];
+        }
+    s->n_locks = n;
+    n = 0;
+    for (size_t i = 0; i < s->n_records; i++)
+        if (has_prefix(s->records[i].name, prefix) ||
+            (s->records[i].bound_key[0] && has_prefix(s->records[i].bound_key, prefix))) {
+            s->records[n] = s->records[i];
+            s->record_slots[n++] = s->record_slots[i];
+        }
+    s->n_records = n;
 }
 
 /* ---- formatting helpers ---------------------------------------------------- */
@@ -334,6 +450,18 @@ static const char *lock_state_name(int state)
     case FL_LOCK_HELD: return "held";
     case FL_LOCK_EXPIRED: return "expired";
     default: return "unknown";
+    }
+}
+
+/* The operation named by the inspection structures, or NULL for none. */
+static const char *op_name(uint32_t op)
+{
+    switch (op) {
+    case FL_OP_COMMIT: return "commit";
+    case FL_OP_STRICT_COMMIT: return "strict_commit";
+    case FL_OP_RENEW: return "renew";
+    case FL_OP_RELEASE: return "release";
+    default: return NULL;
     }
 }
 
@@ -603,6 +731,7 @@ static void print_region(FILE *f, const struct snapshot *s)
     fprintf(f, "  Buffers:      %" PRIu32 " commit buffers\n", g->buffer_count);
     fprintf(f, "  Clients:      %zu of %" PRIu32 " registered\n", s->n_clients,
             g->client_capacity);
+    fprintf(f, "  Log events:   %" PRIu64 " dropped (counters stay exact)\n", g->events_dropped);
 }
 
 static void print_section(FILE *f, const char *title, const struct column *cols, size_t ncols,
@@ -711,6 +840,7 @@ static void json_region(FILE *f, const struct snapshot *s)
     j_bool(&j, "same_boot", g->same_boot != 0);
     j_u64(&j, "created_unix_ns", g->created_unix_ns);
     j_str(&j, "created", created);
+    j_u64(&j, "events_dropped", g->events_dropped);
     j_end(&j);
 }
 
@@ -743,7 +873,11 @@ static void json_lock(FILE *f, const fl_lock_info *l)
     j_u64(&j, "renewals", l->renewals);
     j_u64(&j, "renew_failed", l->renew_failed);
     j_u64(&j, "releases", l->releases);
+    j_u64(&j, "release_failed", l->release_failed);
     j_str(&j, "last_release", last_release_name(l));
+    j_u64(&j, "last_stale_token", l->last_stale_token);
+    j_u64(&j, "last_stale_pid", l->last_stale_pid);
+    j_str(&j, "last_stale_op", op_name(l->last_stale_op));
     j_end(&j);
 }
 
@@ -759,6 +893,9 @@ static void json_record(FILE *f, const fl_record_info *r)
     j_u64(&j, "rejections", r->rejections);
     j_u64(&j, "last_rejected_token", r->last_rejected_token);
     j_u64(&j, "last_rejected_pid", r->last_rejected_pid);
+    j_u64(&j, "last_rejected_accepted", r->last_rejected_accepted);
+    j_str(&j, "last_rejected_op", op_name(r->last_rejected_op));
+    j_u64(&j, "repeats", r->repeats);
     j_end(&j);
 }
 
@@ -798,12 +935,811 @@ static void print_json(FILE *f, const struct snapshot *s)
     fputs("}\n", f);
 }
 
-/* ---- the command ----------------------------------------------------------- */
+/* ---- one key in detail (status KEY) ---------------------------------------- */
+
+/* The lock whose key is key, or NULL. */
+static const fl_lock_info *find_lock(const struct snapshot *s, const char *key)
+{
+    for (size_t i = 0; i < s->n_locks; i++)
+        if (strcmp(s->locks[i].key, key) == 0)
+            return &s->locks[i];
+    return NULL;
+}
+
+/* Keep only the records fenced by key. */
+static void keep_records_of(struct snapshot *s, const char *key)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_records; i++)
+        if (strcmp(s->records[i].bound_key, key) == 0) {
+            s->records[n] = s->records[i];
+            s->record_slots[n++] = s->record_slots[i];
+        }
+    s->n_records = n;
+}
+
+#define FIELD "%-18s"
+
+static void print_key_detail(FILE *f, const struct snapshot *s, const fl_lock_info *l)
+{
+    char buf[CELL_MAX];
+    escape_bytes(l->key, buf, sizeof buf);
+    fprintf(f, "Key %s\n", buf);
+    fprintf(f, "  " FIELD "%s\n", "Region:", s->path);
+    fprintf(f, "  " FIELD "%s\n", "State:", lock_state_name(l->state));
+    if (l->token)
+        fprintf(f, "  " FIELD "%" PRIu64 " (epoch %" PRIu64 ", counter %" PRIu64 ")\n",
+                "Token:", l->token, (uint64_t)FL_TOKEN_EPOCH(l->token),
+                (uint64_t)FL_TOKEN_COUNTER(l->token));
+    else
+        fprintf(f, "  " FIELD "0 (never acquired)\n", "Token:");
+    if (l->token == 0)
+        fprintf(f, "  " FIELD "-\n", "Holder:");
+    else if (l->state == FL_LOCK_FREE)
+        fprintf(f, "  " FIELD "- (the last holder was pid %" PRIu32 ")\n", "Holder:",
+                l->holder_pid);
+    else if (l->holder_client)
+        fprintf(f, "  " FIELD "pid %" PRIu32 ", client %" PRIu32 " (client id %" PRIu64 ")\n",
+                "Holder:", l->holder_pid, l->holder_client, l->holder_client_id);
+    else
+        fprintf(f,
+                "  " FIELD "pid %" PRIu32 ", not registered (its death is noticed only when "
+                "its lease ends)\n",
+                "Holder:", l->holder_pid);
+    lock_left(l, buf, sizeof buf);
+    fprintf(f, "  " FIELD "%s\n", "Lease left:", buf);
+    fprintf(f, "  " FIELD "%" PRIu32 "\n", "Waiters:", l->waiters);
+    fprintf(f, "  " FIELD "%" PRIu64 "\n", "Acquisitions:", l->acquisitions);
+    fprintf(f, "  " FIELD "%" PRIu64 "\n", "Contended:", l->contended);
+    fprintf(f, "  " FIELD "%" PRIu64 "\n", "Takeovers:", l->expiries_taken);
+    fprintf(f, "  " FIELD "%" PRIu64 "\n", "Deaths:", l->deaths);
+    fprintf(f, "  " FIELD "%" PRIu64 "\n", "Renewals:", l->renewals);
+    fprintf(f, "  " FIELD "%" PRIu64 "\n", "Renewals refused:", l->renew_failed);
+    fprintf(f, "  " FIELD "%" PRIu64 "\n", "Releases:", l->releases);
+    fprintf(f, "  " FIELD "%" PRIu64 "\n", "Releases refused:", l->release_failed);
+    const char *op = op_name(l->last_stale_op);
+    if (op)
+        fprintf(f, "  " FIELD "%s of token %" PRIu64 " by pid %" PRIu32 "\n", "Last stale:", op,
+                l->last_stale_token, l->last_stale_pid);
+    else
+        fprintf(f, "  " FIELD "none\n", "Last stale:");
+    lock_last(l, buf, sizeof buf);
+    fprintf(f, "  " FIELD "%s\n", "Last release:", buf);
+
+    escape_bytes(l->key, buf, sizeof buf);
+    fprintf(f, "\nRecords fenced by %s\n", buf);
+    if (s->n_records == 0)
+        fputs("  (none)\n", f);
+    for (size_t i = 0; i < s->n_records; i++) {
+        const fl_record_info *c = &s->records[i];
+        escape_bytes(c->name, buf, sizeof buf);
+        fprintf(f, "%s  Record %s\n", i ? "\n" : "", buf);
+        fprintf(f, "    " FIELD "%" PRIu64 "\n", "Accepted token:", c->accepted_token);
+        fprintf(f, "    " FIELD "%" PRIu64 "\n", "Version:", c->version);
+        fprintf(f, "    " FIELD "%" PRIu32 " bytes\n", "Size:", c->size);
+        fprintf(f, "    " FIELD "%" PRIu64 "\n", "Commits:", c->commits);
+        fprintf(f, "    " FIELD "%" PRIu64 "\n", "Rejections:", c->rejections);
+        fprintf(f, "    " FIELD "%" PRIu64 "\n", "Repeats:", c->repeats);
+        op = op_name(c->last_rejected_op);
+        if (c->rejections && op)
+            fprintf(f,
+                    "    " FIELD "%s of token %" PRIu64 " by pid %" PRIu32
+                    " (the record had accepted %" PRIu64 ")\n",
+                    "Last rejection:", op, c->last_rejected_token, c->last_rejected_pid,
+                    c->last_rejected_accepted);
+        else
+            fprintf(f, "    " FIELD "none\n", "Last rejection:");
+    }
+}
+
+static void print_key_json(FILE *f, const struct snapshot *s, const fl_lock_info *l)
+{
+    fputs("{\n  \"time\": ", f);
+    fl_json_now(f);
+    fputs(",\n  \"region\": ", f);
+    json_region(f, s);
+    fputs(",\n  \"lock\": ", f);
+    json_lock(f, l);
+    fputs(",\n", f);
+    json_array(f, "records", s->records, sizeof *s->records, s->n_records, json_record_item,
+               true);
+    fputs("}\n", f);
+}
+
+/* ---- the watch view (--watch) ---------------------------------------------- */
+
+/* Longest key or name shown on a terminal; longer ones end in "...". */
+#define WATCH_NAME_MAX 48
+
+struct key_row {
+    const fl_lock_info *l;
+    char key[ESCAPED_MAX]; /* as shown */
+    uint64_t commits;      /* over the records the key fences */
+    uint64_t rejected;     /* their rejections, plus renewals and releases refused */
+    uint64_t repeats;
+    bool have_rate;
+    double acq, commit, rej, take; /* per second */
+};
+
+struct record_row {
+    const fl_record_info *c;
+    char name[ESCAPED_MAX], key[ESCAPED_MAX];
+    bool have_rate;
+    double commit, rej, rep;
+};
+
+/* Counters of the previous refresh, by slot, to take rates from. */
+struct key_count {
+    bool seen;
+    uint64_t acq, commits, rejected, take;
+};
+struct record_count {
+    bool seen;
+    uint64_t commits, rejected, repeats;
+};
+
+struct watch {
+    const char *path;
+    const char *prefix;
+    uint64_t interval_ns;
+    bool tty;
+    struct snapshot s;
+    struct key_row *keys;
+    struct record_row *recs;
+    struct key_count *prev_keys;
+    size_t n_prev_keys;
+    struct record_count *prev_recs;
+    size_t n_prev_recs;
+    bool have_prev;
+    uint64_t prev_ns;
+    uint64_t unix_ns; /* when the current view was taken */
+    bool have_total;
+    double acq, commit, rej, take; /* per second over the keys shown */
+};
+
+static uint64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A key or name as the watch view shows it: escaped, cut on a terminal. */
+static void watch_name(const char *s, char *out, size_t cap, bool cut)
+{
+    escape_bytes(s, out, cap);
+    if (cut && strlen(out) > WATCH_NAME_MAX)
+        snprintf(out + WATCH_NAME_MAX - 3, cap - (WATCH_NAME_MAX - 3), "...");
+}
+
+static double per_second(uint64_t now, uint64_t before, double seconds)
+{
+    return now >= before ? (double)(now - before) / seconds : 0;
+}
+
+static int by_activity_key(const void *a, const void *b)
+{
+    const struct key_row *x = a, *y = b;
+    double ax = x->acq + x->commit + x->rej, ay = y->acq + y->commit + y->rej;
+    if (ax != ay)
+        return ax > ay ? -1 : 1;
+    return strcmp(x->l->key, y->l->key);
+}
+
+static int by_activity_record(const void *a, const void *b)
+{
+    const struct record_row *x = a, *y = b;
+    double ax = x->commit + x->rej, ay = y->commit + y->rej;
+    if (ax != ay)
+        return ax > ay ? -1 : 1;
+    return strcmp(x->c->name, y->c->name);
+}
+
+static int by_key_name(const void *a, const void *b)
+{
+    const struct key_row *const *x = a, *const *y = b;
+    return strcmp((*x)->l->key, (*y)->l->key);
+}
+
+static int find_key_name(const void *key, const void *elem)
+{
+    const struct key_row *const *row = elem;
+    return strcmp(key, (*row)->l->key);
+}
+
+/* Add each record's counters to the row of the key that fences it. */
+static int add_record_counts(struct watch *w)
+{
+    struct snapshot *s = &w->s;
+    if (s->n_locks == 0)
+        return CLI_EXIT_OK;
+    struct key_row **by_name = calloc(s->n_locks, sizeof *by_name);
+    if (!by_name)
+        return out_of_memory("--watch");
+    for (size_t i = 0; i < s->n_locks; i++)
+        by_name[i] = &w->keys[i];
+    qsort(by_name, s->n_locks, sizeof *by_name, by_key_name);
+    for (size_t i = 0; i < s->n_records; i++) {
+        const fl_record_info *c = &s->records[i];
+        if (!c->bound_key[0])
+            continue;
+        struct key_row **row =
+            bsearch(c->bound_key, by_name, s->n_locks, sizeof *by_name, find_key_name);
+        if (row) {
+            (*row)->commits += c->commits;
+            (*row)->rejected += c->rejections;
+            (*row)->repeats += c->repeats;
+        }
+    }
+    free(by_name);
+    return CLI_EXIT_OK;
+}
+
+/* Read the region again and work out the rows, their rates and order. */
+static int watch_refresh(struct watch *w, fl_region *r)
+{
+    struct snapshot *s = &w->s;
+    free_snapshot(s);
+    int rc = read_snapshot(r, w->path, s);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    uint64_t now = monotonic_ns();
+    w->unix_ns = wall_clock_ns();
+    filter_prefix(s, w->prefix);
+
+    free(w->keys);
+    free(w->recs);
+    w->keys = calloc(s->n_locks + 1, sizeof *w->keys);
+    w->recs = calloc(s->n_records + 1, sizeof *w->recs);
+    struct key_count *kc = calloc((size_t)s->region.locks_used + 1, sizeof *kc);
+    struct record_count *rcnt = calloc((size_t)s->region.records_used + 1, sizeof *rcnt);
+    if (!w->keys || !w->recs || !kc || !rcnt) {
+        free(kc);
+        free(rcnt);
+        return out_of_memory("--watch");
+    }
+    for (size_t i = 0; i < s->n_locks; i++) {
+        struct key_row *k = &w->keys[i];
+        k->l = &s->locks[i];
+        k->rejected = k->l->renew_failed + k->l->release_failed;
+        watch_name(k->l->key, k->key, sizeof k->key, w->tty);
+    }
+    rc = add_record_counts(w);
+    if (rc != CLI_EXIT_OK) {
+        free(kc);
+        free(rcnt);
+        return rc;
+    }
+    double dt = w->have_prev && now > w->prev_ns ? (double)(now - w->prev_ns) / 1e9 : 0;
+    w->have_total = dt > 0;
+    w->acq = w->commit = w->rej = w->take = 0;
+    for (size_t i = 0; i < s->n_locks; i++) {
+        struct key_row *k = &w->keys[i];
+        uint32_t slot = s->lock_slots[i];
+        struct key_count cur = {true, k->l->acquisitions, k->commits, k->rejected,
+                                k->l->expiries_taken};
+        if (slot < s->region.locks_used)
+            kc[slot] = cur;
+        if (dt > 0) {
+            /* A key created since the last refresh: all its counts are new. */
+            struct key_count before = {0};
+            if (slot < w->n_prev_keys && w->prev_keys[slot].seen)
+                before = w->prev_keys[slot];
+            k->have_rate = true;
+            k->acq = per_second(cur.acq, before.acq, dt);
+            k->commit = per_second(cur.commits, before.commits, dt);
+            k->rej = per_second(cur.rejected, before.rejected, dt);
+            k->take = per_second(cur.take, before.take, dt);
+            w->acq += k->acq;
+            w->commit += k->commit;
+            w->rej += k->rej;
+            w->take += k->take;
+        }
+    }
+    for (size_t i = 0; i < s->n_records; i++) {
+        struct record_row *c = &w->recs[i];
+        c->c = &s->records[i];
+        watch_name(c->c->name, c->name, sizeof c->name, w->tty);
+        if (c->c->bound_key[0])
+            watch_name(c->c->bound_key, c->key, sizeof c->key, w->tty);
+        else
+            snprintf(c->key, sizeof c->key, "-");
+        uint32_t slot = s->record_slots[i];
+        struct record_count cur = {true, c->c->commits, c->c->rejections, c->c->repeats};
+        if (slot < s->region.records_used)
+            rcnt[slot] = cur;
+        if (dt > 0) {
+            struct record_count before = {0};
+            if (slot < w->n_prev_recs && w->prev_recs[slot].seen)
+                before = w->prev_recs[slot];
+            c->have_rate = true;
+            c->commit = per_second(cur.commits, before.commits, dt);
+            c->rej = per_second(cur.rejected, before.rejected, dt);
+            c->rep = per_second(cur.repeats, before.repeats, dt);
+        }
+    }
+    free(w->prev_keys);
+    free(w->prev_recs);
+    w->prev_keys = kc;
+    w->n_prev_keys = s->region.locks_used;
+    w->prev_recs = rcnt;
+    w->n_prev_recs = s->region.records_used;
+    w->prev_ns = now;
+    w->have_prev = true;
+    qsort(w->keys, s->n_locks, sizeof *w->keys, by_activity_key);
+    qsort(w->recs, s->n_records, sizeof *w->recs, by_activity_record);
+    return CLI_EXIT_OK;
+}
+
+static void rate_cell(bool have, double v, char *buf, size_t cap)
+{
+    if (have)
+        snprintf(buf, cap, "%.1f", v);
+    else
+        snprintf(buf, cap, "-");
+}
+
+static void wk_key(const void *row, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", ((const struct key_row *)row)->key);
+}
+static void wk_state(const void *row, char *buf, size_t cap)
+{
+    lock_state(((const struct key_row *)row)->l, buf, cap);
+}
+static void wk_left(const void *row, char *buf, size_t cap)
+{
+    lock_left(((const struct key_row *)row)->l, buf, cap);
+}
+static void wk_pid(const void *row, char *buf, size_t cap)
+{
+    lock_pid(((const struct key_row *)row)->l, buf, cap);
+}
+static void wk_token(const void *row, char *buf, size_t cap)
+{
+    lock_token(((const struct key_row *)row)->l, buf, cap);
+}
+static void wk_waiters(const void *row, char *buf, size_t cap)
+{
+    lock_waiters(((const struct key_row *)row)->l, buf, cap);
+}
+static void wk_acquired(const void *row, char *buf, size_t cap)
+{
+    lock_acquisitions(((const struct key_row *)row)->l, buf, cap);
+}
+static void wk_takeovers(const void *row, char *buf, size_t cap)
+{
+    lock_takeovers(((const struct key_row *)row)->l, buf, cap);
+}
+
+#define RATE_CELL(name, type, field)                                                      \
+    static void name(const void *row, char *buf, size_t cap)                              \
+    {                                                                                     \
+        const type *x = row;                                                              \
+        rate_cell(x->have_rate, x->field, buf, cap);                                      \
+    }
+
+RATE_CELL(wk_acq_rate, struct key_row, acq)
+RATE_CELL(wk_commit_rate, struct key_row, commit)
+RATE_CELL(wk_rej_rate, struct key_row, rej)
+RATE_CELL(wk_take_rate, struct key_row, take)
+NUMBER_CELL(wk_commits, struct key_row, commits)
+NUMBER_CELL(wk_rejected, struct key_row, rejected)
+NUMBER_CELL(wk_repeats, struct key_row, repeats)
+
+static const struct column watch_key_columns[] = {
+    {"KEY", false, wk_key},
+    {"STATE", false, wk_state},
+    {"ACQ/S", true, wk_acq_rate},
+    {"COMMIT/S", true, wk_commit_rate},
+    {"REJ/S", true, wk_rej_rate},
+    {"TAKEOVER/S", true, wk_take_rate},
+    {"WAITERS", true, wk_waiters},
+    {"LEFT", true, wk_left},
+    {"PID", true, wk_pid},
+    {"TOKEN", true, wk_token},
+    {"ACQUIRED", true, wk_acquired},
+    {"COMMITS", true, wk_commits},
+    {"REJECTED", true, wk_rejected},
+    {"REPEATS", true, wk_repeats},
+    {"TAKEOVERS", true, wk_takeovers},
+};
+
+static void wr_name(const void *row, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", ((const struct record_row *)row)->name);
+}
+static void wr_key(const void *row, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", ((const struct record_row *)row)->key);
+}
+static void wr_token(const void *row, char *buf, size_t cap)
+{
+    record_token(((const struct record_row *)row)->c, buf, cap);
+}
+static void wr_commits(const void *row, char *buf, size_t cap)
+{
+    record_commits(((const struct record_row *)row)->c, buf, cap);
+}
+static void wr_rejected(const void *row, char *buf, size_t cap)
+{
+    record_rejections(((const struct record_row *)row)->c, buf, cap);
+}
+static void wr_repeats(const void *row, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%" PRIu64, ((const struct record_row *)row)->c->repeats);
+}
+RATE_CELL(wr_commit_rate, struct record_row, commit)
+RATE_CELL(wr_rej_rate, struct record_row, rej)
+RATE_CELL(wr_rep_rate, struct record_row, rep)
+
+static const struct column watch_record_columns[] = {
+    {"NAME", false, wr_name},
+    {"KEY", false, wr_key},
+    {"COMMIT/S", true, wr_commit_rate},
+    {"REJ/S", true, wr_rej_rate},
+    {"REPEAT/S", true, wr_rep_rate},
+    {"TOKEN", true, wr_token},
+    {"COMMITS", true, wr_commits},
+    {"REJECTED", true, wr_rejected},
+    {"REPEATS", true, wr_repeats},
+};
+
+_Static_assert(N_OF(watch_key_columns) <= MAX_COLUMNS, "too many columns");
+_Static_assert(N_OF(watch_record_columns) <= MAX_COLUMNS, "too many columns");
+
+/* A table of n rows showing at most room lines (0: no limit): when cut, the
+ * last line says how many rows are left out. */
+static void watch_section(FILE *f, const char *title, const struct column *cols, size_t ncols,
+                          const void *rows, size_t size, size_t n, long room)
+{
+    fprintf(f, "%s\n", title);
+    if (n == 0) {
+        fputs("  (none)\n", f);
+        return;
+    }
+    size_t shown = n;
+    if (room > 0 && (size_t)room < n)
+        shown = room > 1 ? (size_t)room - 1 : 0;
+    print_table(f, cols, ncols, rows, size, shown);
+    if (shown < n)
+        fprintf(f, "  ... and %zu more\n", n - shown);
+}
+
+/* The whole view; rows > 0 fits it into that many lines (a terminal). */
+static void watch_render(FILE *f, const struct watch *w, long rows)
+{
+    const struct snapshot *s = &w->s;
+    const fl_region_info *g = &s->region;
+    char when[64], every[32], a[32], b[32], c[32], d[32];
+    format_local_time(w->unix_ns, when, sizeof when);
+    format_duration(w->interval_ns, every, sizeof every);
+    fprintf(f, "fencelock status --watch  %s  every %s  region %s%s\n", when, every, s->path,
+            w->tty ? "  (q: quit)" : "");
+    if (s->supervisor_alive)
+        fprintf(f, "supervisor pid %" PRIu32 " running", g->supervisor_pid);
+    else
+        fputs("supervisor not running", f);
+    fprintf(f,
+            "  epoch %" PRIu64 "  keys %" PRIu32 "/%" PRIu32 "  records %" PRIu32 "/%" PRIu32
+            "  clients %zu  log events dropped %" PRIu64 "\n",
+            g->epoch, g->locks_used, g->lock_capacity, g->records_used, g->record_capacity,
+            s->n_clients, g->events_dropped);
+    rate_cell(w->have_total, w->acq, a, sizeof a);
+    rate_cell(w->have_total, w->commit, b, sizeof b);
+    rate_cell(w->have_total, w->rej, c, sizeof c);
+    rate_cell(w->have_total, w->take, d, sizeof d);
+    fprintf(f, "per second: %s acquisitions  %s commits  %s rejections  %s takeovers\n", a, b,
+            c, d);
+    long header = 3;
+    if (w->prefix) {
+        char p[ESCAPED_MAX];
+        escape_bytes(w->prefix, p, sizeof p);
+        fprintf(f, "prefix: %s\n", p);
+        header++;
+    }
+    /* Blank, title and column titles for each section. */
+    long room_keys = 0, room_recs = 0;
+    if (rows > 0) {
+        long avail = rows - header - 6;
+        long nk = (long)s->n_locks, nr = (long)s->n_records;
+        if (avail < 2)
+            avail = 2;
+        if (nk + nr > avail) {
+            long recs = avail / 3 > avail - nk ? avail / 3 : avail - nk;
+            if (recs > nr)
+                recs = nr;
+            if (recs < 1)
+                recs = 1;
+            room_recs = recs;
+            room_keys = avail - recs > 1 ? avail - recs : 1;
+        }
+    }
+    fputc('\n', f);
+    watch_section(f, "Keys", watch_key_columns, N_OF(watch_key_columns), w->keys,
+                  sizeof *w->keys, s->n_locks, room_keys);
+    fputc('\n', f);
+    watch_section(f, "Records", watch_record_columns, N_OF(watch_record_columns), w->recs,
+                  sizeof *w->recs, s->n_records, room_recs);
+}
+
+static void terminal_size(long *rows, long *cols)
+{
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0) {
+        *rows = ws.ws_row;
+        *cols = ws.ws_col;
+    } else {
+        *rows = 24;
+        *cols = 80;
+    }
+}
+
+/* Draw the view on the terminal: home, clear, and the lines cut to the
+ * window, in one write (no flicker). */
+static int watch_draw(const struct watch *w)
+{
+    long rows, cols;
+    terminal_size(&rows, &cols);
+    char *text = NULL, *frame = NULL;
+    size_t text_len = 0, frame_len = 0;
+    FILE *t = open_memstream(&text, &text_len);
+    if (!t)
+        return -ENOMEM;
+    watch_render(t, w, rows);
+    if (fclose(t) != 0)
+        return -ENOMEM;
+    FILE *out = open_memstream(&frame, &frame_len);
+    if (!out) {
+        free(text);
+        return -ENOMEM;
+    }
+    fputs("\033[H\033[2J", out);
+    long line = 0;
+    for (char *p = text; *p && line < rows;) {
+        char *end = strchr(p, '\n');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (line > 0)
+            fputc('\n', out); /* no newline after the last row: it would scroll */
+        fwrite(p, 1, len > (size_t)cols ? (size_t)cols : len, out);
+        line++;
+        p += len + (end ? 1 : 0);
+    }
+    free(text);
+    if (fclose(out) != 0)
+        return -ENOMEM;
+    int err = 0;
+    for (size_t off = 0; off < frame_len;) {
+        ssize_t n = write(STDOUT_FILENO, frame + off, frame_len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            err = n < 0 ? -errno : -EIO;
+            break;
+        }
+        off += (size_t)n;
+    }
+    free(frame);
+    return err;
+}
+
+static void write_string(const char *s)
+{
+    size_t len = strlen(s);
+    while (len > 0) {
+        ssize_t n = write(STDOUT_FILENO, s, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return; /* the terminal is gone: nothing to restore */
+        s += n;
+        len -= (size_t)n;
+    }
+}
+
+static volatile sig_atomic_t watch_signal, watch_resized;
+
+static void on_watch_signal(int sig)
+{
+    if (sig == SIGWINCH)
+        watch_resized = 1;
+    else
+        watch_signal = sig;
+}
+
+/* Push stdout out after a refresh: 0 go on, 1 the reader is gone (a closed
+ * pipe: stop quietly), -1 an error (said on stderr). */
+static int flush_refresh(void)
+{
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return 0;
+    if (errno == EPIPE)
+        return 1;
+    fprintf(stderr, "fencelock: cannot write the output: %s\n",
+            errno ? strerror(errno) : "write error");
+    return -1;
+}
 
 struct status_options {
     const char *region; /* NULL: the default */
     bool json;
+    const char *prefix; /* NULL: every key */
+    const char *key;    /* status KEY */
+    bool watch;
+    uint64_t interval_ns;
+    unsigned long count; /* refreshes before stopping, 0: no limit */
 };
+
+/* The terminal side of --watch: the alternate screen without a cursor, and
+ * keys read one by one without echo (q and Ctrl-C quit). */
+struct terminal {
+    bool keys;  /* stdin is the terminal in raw mode */
+    struct termios saved;
+    sigset_t old_mask;
+};
+
+static void terminal_enter(struct terminal *t)
+{
+    sigset_t block;
+    sigemptyset(&block);
+    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGWINCH};
+    for (size_t i = 0; i < N_OF(sigs); i++)
+        sigaddset(&block, sigs[i]);
+    /* Blocked except inside ppoll, which so never misses one. */
+    sigprocmask(SIG_BLOCK, &block, &t->old_mask);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_watch_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < N_OF(sigs); i++)
+        sigaction(sigs[i], &sa, NULL);
+    t->keys = false;
+    if (isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &t->saved) == 0) {
+        struct termios raw = t->saved;
+        /* Ctrl-C comes as a byte, so that quitting is one path that restores. */
+        raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO | ISIG | IEXTEN);
+        raw.c_iflag &= ~(tcflag_t)(IXON | ICRNL);
+        raw.c_cc[VMIN] = 0;
+        raw.c_cc[VTIME] = 0;
+        t->keys = tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
+    }
+    write_string("\033[?1049h\033[?25l");
+}
+
+static void terminal_leave(struct terminal *t)
+{
+    write_string("\033[?25h\033[?1049l");
+    if (t->keys)
+        tcsetattr(STDIN_FILENO, TCSANOW, &t->saved);
+}
+
+/* Wait on a terminal until deadline (monotonic ns), redrawing on resize.
+ * Returns 1 to quit (q, Ctrl-C or a signal), 0 to refresh, -1 on a write
+ * error. */
+static int terminal_wait(struct terminal *t, const struct watch *w, uint64_t deadline)
+{
+    for (;;) {
+        if (watch_signal)
+            return 1;
+        if (watch_resized) {
+            watch_resized = 0;
+            if (watch_draw(w) != 0)
+                return -1;
+        }
+        uint64_t now = monotonic_ns();
+        if (now >= deadline)
+            return 0;
+        uint64_t left = deadline - now;
+        struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
+        struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+        int n = ppoll(t->keys ? &p : NULL, t->keys ? 1 : 0, &ts, &t->old_mask);
+        if (n <= 0)
+            continue; /* a signal (looked at above) or the time is up */
+        if (p.revents & POLLIN) {
+            char buf[64];
+            ssize_t k = read(STDIN_FILENO, buf, sizeof buf);
+            for (ssize_t i = 0; i < k; i++) {
+                if (buf[i] == 'q' || buf[i] == 'Q' || buf[i] == 3 /* Ctrl-C */ ||
+                    buf[i] == 4 /* Ctrl-D */)
+                    return 1;
+                if (buf[i] == ' ')
+                    return 0; /* refresh now */
+            }
+            if (k == 0)
+                t->keys = false; /* end of input: keep watching, by time only */
+        } else if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) {
+            t->keys = false;
+        }
+    }
+}
+
+static int watch_main(const struct status_options *o, const char *path)
+{
+    fl_region *r;
+    int rc = open_region(path, &r);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    /* A reader that went away shows up as EPIPE from a write, not a death. */
+    signal(SIGPIPE, SIG_IGN);
+    struct watch w;
+    memset(&w, 0, sizeof w);
+    w.path = path;
+    w.prefix = o->prefix;
+    w.interval_ns = o->interval_ns;
+    w.tty = !o->json && isatty(STDOUT_FILENO);
+    struct terminal term;
+    memset(&term, 0, sizeof term);
+    if (w.tty)
+        terminal_enter(&term);
+    uint64_t next = monotonic_ns();
+    for (unsigned long frames = 0;;) {
+        rc = watch_refresh(&w, r);
+        if (rc != CLI_EXIT_OK)
+            break;
+        frames++;
+        if (w.tty) {
+            if (watch_draw(&w) != 0) {
+                rc = CLI_EXIT_RUNTIME;
+                break;
+            }
+        } else {
+            if (o->json)
+                print_json(stdout, &w.s);
+            else {
+                if (frames > 1)
+                    fputc('\n', stdout);
+                watch_render(stdout, &w, 0);
+            }
+            int f = flush_refresh();
+            if (f != 0) {
+                rc = f > 0 ? CLI_EXIT_OK : CLI_EXIT_RUNTIME;
+                break;
+            }
+        }
+        if (o->count && frames >= o->count)
+            break;
+        uint64_t now = monotonic_ns();
+        next += w.interval_ns;
+        if (next <= now)
+            next = now + w.interval_ns; /* fell behind (stopped?): no burst */
+        if (w.tty) {
+            int q = terminal_wait(&term, &w, next);
+            if (q != 0) {
+                rc = q > 0 ? CLI_EXIT_OK : CLI_EXIT_RUNTIME;
+                break;
+            }
+            uint64_t woke = monotonic_ns();
+            if (woke < next)
+                next = woke; /* space: refresh now */
+        } else {
+            struct timespec ts = {(time_t)(next / 1000000000ull), (long)(next % 1000000000ull)};
+            while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+            }
+        }
+    }
+    if (w.tty)
+        terminal_leave(&term);
+    free_snapshot(&w.s);
+    free(w.keys);
+    free(w.recs);
+    free(w.prev_keys);
+    free(w.prev_recs);
+    fl_close(r);
+    if (watch_signal) {
+        /* End by the signal, as if it had not been caught. */
+        int sig = watch_signal;
+        signal(sig, SIG_DFL);
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, sig);
+        sigprocmask(SIG_UNBLOCK, &set, NULL);
+        raise(sig);
+    }
+    return rc;
+}
+
+/* ---- the command ----------------------------------------------------------- */
 
 __attribute__((format(printf, 1, 2))) static int status_usage_error(const char *fmt, ...)
 {
@@ -816,7 +1752,8 @@ __attribute__((format(printf, 1, 2))) static int status_usage_error(const char *
     return CLI_EXIT_USAGE;
 }
 
-enum { OPT_JSON = 256 }; /* long-only options: outside the range of short ones */
+/* long-only options: outside the range of short ones */
+enum { OPT_JSON = 256, OPT_PREFIX, OPT_WATCH, OPT_COUNT };
 
 /* Name what getopt_long rejected.  optopt is 0 for an unknown long option
  * (always the whole word argv[optind - 1]), the option's value for a long
@@ -834,17 +1771,49 @@ static int unknown_option(char **argv, const struct option *longopts)
     return status_usage_error("unknown option '-%c'", optopt);
 }
 
+#define INTERVAL_MIN (50 * 1000000ull)
+#define INTERVAL_MAX (3600 * 1000000000ull)
+
+/* A refresh interval: a DURATION (500ms, 2s, 1.5s, 1m), or a bare number of
+ * seconds as watch(1) and top(1) take it. */
+static int parse_interval(const char *s, uint64_t *ns)
+{
+    char with_unit[64];
+    if (*s && strspn(s, "0123456789.") == strlen(s) && strlen(s) < sizeof with_unit - 1) {
+        snprintf(with_unit, sizeof with_unit, "%ss", s);
+        s = with_unit;
+    }
+    const char *why;
+    uint64_t v;
+    if (cli_parse_duration(s, &v, &why) != 0 || v < INTERVAL_MIN || v > INTERVAL_MAX)
+        return -1;
+    *ns = v;
+    return 0;
+}
+
+static int bad_interval(const char *s)
+{
+    return status_usage_error("--watch: '%s' is not an interval from 50ms to 1h (like 500ms, 2s "
+                              "or 1m)",
+                              s);
+}
+
 /* Returns -1 to go on, else the exit status (help shown, or bad usage). */
 static int parse_status_args(int argc, char **argv, struct status_options *o)
 {
     static const struct option longopts[] = {
         {"region", required_argument, NULL, 'r'},
         {"json", no_argument, NULL, OPT_JSON},
+        {"prefix", required_argument, NULL, OPT_PREFIX},
+        {"watch", optional_argument, NULL, OPT_WATCH},
+        {"count", required_argument, NULL, OPT_COUNT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     opterr = 0; /* our messages name the subcommand and give the hint */
     optind = 1;
+    o->interval_ns = 2000000000ull;
+    bool interval_given = false;
     int c;
     while ((c = getopt_long(argc, argv, ":r:h", longopts, NULL)) != -1) {
         switch (c) {
@@ -854,6 +1823,26 @@ static int parse_status_args(int argc, char **argv, struct status_options *o)
             o->region = optarg;
             break;
         case OPT_JSON: o->json = true; break;
+        case OPT_PREFIX: o->prefix = optarg; break;
+        case OPT_WATCH:
+            o->watch = true;
+            if (optarg) {
+                if (parse_interval(optarg, &o->interval_ns) != 0)
+                    return bad_interval(optarg);
+                interval_given = true;
+            }
+            break;
+        case OPT_COUNT: {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (errno || end == optarg || *end || optarg[0] == '-' || v == 0 || v > UINT32_MAX)
+                return status_usage_error("--count: '%s' is not a number of refreshes (1 or "
+                                          "more)",
+                                          optarg);
+            o->count = (unsigned long)v;
+            break;
+        }
         case 'h':
             fputs(status_usage, stdout);
             return cli_finish_stdout();
@@ -864,14 +1853,53 @@ static int parse_status_args(int argc, char **argv, struct status_options *o)
             return unknown_option(argv, longopts);
         }
     }
+    if (o->watch) {
+        /* --watch 1s: the word after it is its interval. */
+        if (optind < argc && !interval_given) {
+            if (parse_interval(argv[optind], &o->interval_ns) != 0)
+                return bad_interval(argv[optind]);
+            optind++;
+        }
+    } else if (optind < argc) {
+        o->key = argv[optind++];
+    }
     if (optind < argc)
         return status_usage_error("unexpected argument '%s'", argv[optind]);
+    if (o->count && !o->watch)
+        return status_usage_error("--count needs --watch");
+    if (o->key) {
+        if (!o->key[0])
+            return status_usage_error("the key is empty");
+        if (strlen(o->key) > FL_KEY_MAX)
+            return status_usage_error("the key is longer than %d bytes", FL_KEY_MAX);
+        if (o->prefix)
+            return status_usage_error("give a KEY or --prefix, not both");
+    }
     return -1;
+}
+
+/* status KEY: that key and its records, or exit status 4. */
+static int show_key(const struct status_options *o, struct snapshot *s)
+{
+    const fl_lock_info *l = find_lock(s, o->key);
+    if (!l) {
+        char key[ESCAPED_MAX];
+        escape_bytes(o->key, key, sizeof key);
+        fprintf(stderr, "fencelock status: no key '%s' in region %s\n", key, s->path);
+        return CLI_EXIT_NO_KEY;
+    }
+    keep_records_of(s, o->key);
+    if (o->json)
+        print_key_json(stdout, s, l);
+    else
+        print_key_detail(stdout, s, l);
+    return cli_finish_stdout();
 }
 
 int status_main(int argc, char **argv)
 {
-    struct status_options o = {0};
+    struct status_options o;
+    memset(&o, 0, sizeof o);
     int rc = parse_status_args(argc, argv, &o);
     if (rc >= 0)
         return rc;
@@ -891,16 +1919,23 @@ int status_main(int argc, char **argv)
             return CLI_EXIT_REGION;
         }
     }
+    if (o.watch)
+        return watch_main(&o, path);
 
     struct snapshot s;
     memset(&s, 0, sizeof s);
     rc = take_snapshot(path, &s);
     if (rc == CLI_EXIT_OK) {
-        if (o.json)
-            print_json(stdout, &s);
-        else
-            print_text(stdout, &s);
-        rc = cli_finish_stdout();
+        if (o.key) {
+            rc = show_key(&o, &s);
+        } else {
+            filter_prefix(&s, o.prefix);
+            if (o.json)
+                print_json(stdout, &s);
+            else
+                print_text(stdout, &s);
+            rc = cli_finish_stdout();
+        }
     }
     free_snapshot(&s);
     return rc;

@@ -1,0 +1,137 @@
+/*
+ * metrics.c - `fencelock metrics`: every counter of a region in the
+ * Prometheus text exposition format, for node_exporter's textfile collector
+ * (`fencelock metrics > DIR/fencelock.prom.tmp && mv ...`) or any scraper
+ * that runs a command.  The writer is shared with fencelockd's
+ * --metrics-file (src/common/metrics.c), so both give the same families.
+ *
+ * Like status, it opens the region read-only and without registering.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "fencelock.h"
+#include "metrics.h"
+
+const char metrics_usage[] =
+    "Usage: fencelock metrics [-r PATH | --region PATH]\n"
+    "\n"
+    "Print every counter of a fencelock region in the Prometheus text exposition\n"
+    "format (version 0.0.4): one HELP and one TYPE line per family, then its\n"
+    "samples.  node_exporter's textfile collector reads it from a *.prom file;\n"
+    "fencelockd --metrics-file PATH writes the same text to a file every\n"
+    "--metrics-interval seconds, replacing it atomically.\n"
+    "\n"
+    "The region is opened read-only and without registering, with or without a\n"
+    "running fencelockd; nothing changes.\n"
+    "\n"
+    "Options:\n"
+    "  -r, --region PATH  the region file (default: $FENCELOCK_REGION, else\n"
+    "                     /dev/shm/fencelock-UID/region)\n"
+    "  -h, --help         show this help and exit\n"
+    "\n"
+    "Families (every name starts with fencelock_):\n"
+    "  supervisor_up, epoch, token_floor, locks_used, lock_capacity,\n"
+    "  records_used, record_capacity (gauges), events_dropped_total (counter):\n"
+    "      the region\n"
+    "  lock_acquisitions_total, lock_contended_total, lock_expiries_taken_total,\n"
+    "  lock_deaths_total, lock_renewals_total, lock_renew_failed_total,\n"
+    "  lock_releases_total, lock_release_failed_total (counters), lock_held,\n"
+    "  lock_waiters, lock_token (gauges): one sample per key, label key\n"
+    "  record_commits_total, record_rejections_total, record_repeats_total\n"
+    "  (counters), record_accepted_token, record_last_rejected_token,\n"
+    "  record_version (gauges): one sample per record, labels record and key\n"
+    "      (the key that fences it, empty if unbound)\n"
+    "Label values are escaped as the format says (\\\\, \\\" and \\n); bytes that\n"
+    "are not UTF-8, and other control bytes, appear as the text \\xNN.\n"
+    "docs/signals.md says what each one means and what normal looks like.\n"
+    "\n" CLI_ENVIRONMENT_TEXT "\n" CLI_EXIT_STATUS_TEXT
+    "\n"
+    "Examples:\n"
+    "  fencelock metrics\n"
+    "  fencelock metrics -r /run/myapp/locks > /var/lib/node_exporter/fencelock.prom.$$ &&\n"
+    "      mv /var/lib/node_exporter/fencelock.prom.$$ /var/lib/node_exporter/fencelock.prom\n"
+    "  fencelock metrics | grep '^fencelock_record_rejections_total'\n";
+
+__attribute__((format(printf, 1, 2))) static int metrics_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("fencelock metrics: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\nTry 'fencelock metrics --help'.\n", stderr);
+    return CLI_EXIT_USAGE;
+}
+
+static const char *library_error(int err)
+{
+    const char *detail = fl_last_error();
+    return detail[0] ? detail : fl_strerror(err);
+}
+
+/* Returns -1 to go on, else the exit status (help shown, or bad usage). */
+static int parse_metrics_args(int argc, char **argv, const char **region)
+{
+    static const struct option longopts[] = {
+        {"region", required_argument, NULL, 'r'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":r:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'r':
+            if (!optarg[0])
+                return metrics_usage_error("--region: the path is empty");
+            *region = optarg;
+            break;
+        case 'h':
+            fputs(metrics_usage, stdout);
+            return cli_finish_stdout();
+        case ':':
+            return metrics_usage_error("option '%s' needs an argument", argv[optind - 1]);
+        default:
+            if (optopt == 0)
+                return metrics_usage_error("unknown option '%s'", argv[optind - 1]);
+            if (optopt == 'h')
+                return metrics_usage_error("option '--help' takes no argument");
+            return metrics_usage_error("unknown option '-%c'", optopt);
+        }
+    }
+    if (optind < argc)
+        return metrics_usage_error("unexpected argument '%s'", argv[optind]);
+    return -1;
+}
+
+int metrics_main(int argc, char **argv)
+{
+    const char *region = NULL;
+    int rc = parse_metrics_args(argc, argv, &region);
+    if (rc >= 0)
+        return rc;
+    if (region && strlen(region) >= 4096) {
+        fprintf(stderr, "fencelock: region path too long (%zu bytes)\n", strlen(region));
+        return CLI_EXIT_REGION;
+    }
+    fl_region *r;
+    int err = fl_open_readonly(region, &r); /* NULL: $FENCELOCK_REGION, else the default */
+    if (err) {
+        fprintf(stderr, "fencelock: %s\n", library_error(err));
+        return err == -ENOMEM || err == -EMFILE || err == -ENFILE ? CLI_EXIT_RUNTIME
+                                                                   : CLI_EXIT_REGION;
+    }
+    err = fl_metrics_write(stdout, r);
+    fl_close(r);
+    if (err) {
+        fprintf(stderr, "fencelock: reading the region: %s\n", library_error(err));
+        return CLI_EXIT_RUNTIME;
+    }
+    return cli_finish_stdout();
+}
