@@ -36,9 +36,10 @@ static void print_usage(FILE *f)
           "       fencelock help [COMMAND]\n"
           "       fencelock --help | --version\n"
           "\n"
-          "Inspect a fencelock region: the memory-mapped file, kept by the supervisor\n"
+          "Work with a fencelock region: the memory-mapped file, kept by the supervisor\n"
           "fencelockd, in which the processes of one host take leased locks with\n"
-          "fencing tokens and commit fenced records.\n"
+          "fencing tokens and commit fenced records. Inspect it (status, metrics), or\n"
+          "run a command under one of its locks (run).\n"
           "\n"
           "Commands:\n",
           f);
