@@ -279,11 +279,11 @@ int th_child_wait(th_child *c, int timeout_ms)
     return st;
 }
 
-static char proc_state(pid_t pid)
+char th_proc_state(pid_t pid)
 {
     char path[64], text[512];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return '?';
     ssize_t n = read(fd, text, sizeof text - 1);
@@ -291,20 +291,22 @@ static char proc_state(pid_t pid)
     if (n <= 0)
         return '?';
     text[n] = '\0';
-    char *p = strrchr(text, ')');
+    char *p = strrchr(text, ')'); /* the command name may hold ')' and spaces */
     return p && p[1] == ' ' ? p[2] : '?';
 }
 
-bool th_wait_stopped(pid_t pid, int timeout_ms)
+bool th_wait_state(pid_t pid, const char *states, int timeout_ms)
 {
     uint64_t deadline = th_now_ns() + (uint64_t)timeout_ms * TH_MS;
-    while (proc_state(pid) != 'T' && proc_state(pid) != 't') {
+    while (!strchr(states, th_proc_state(pid))) {
         if (th_now_ns() >= deadline)
             return false;
-        usleep(1000);
+        usleep(1000); /* polling /proc for a state change; the deadline bounds a failure */
     }
     return true;
 }
+
+bool th_wait_stopped(pid_t pid, int timeout_ms) { return th_wait_state(pid, "Tt", timeout_ms); }
 
 uint64_t th_cpu_ticks(pid_t pid)
 {

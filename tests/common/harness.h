@@ -55,7 +55,12 @@ int th_child_wait(th_child *c, int timeout_ms);
 /* Convenience: read a line and require it to equal want (fails the test). */
 void th_expect(int fd, const char *want, int timeout_ms);
 
-/* Wait until process pid is in state 'T' (stopped) per /proc; true if so. */
+/* The state letter of process pid in /proc/PID/stat ('R', 'S', 'T', 'Z'...),
+ * '?' when it cannot be read. */
+char th_proc_state(pid_t pid);
+/* Wait until process pid is in one of states (e.g. "S"); true if so. */
+bool th_wait_state(pid_t pid, const char *states, int timeout_ms);
+/* Wait until process pid is stopped ('T' or 't'); true if so. */
 bool th_wait_stopped(pid_t pid, int timeout_ms);
 /* CPU time (user + system, in clock ticks) pid has used so far, from /proc. */
 uint64_t th_cpu_ticks(pid_t pid);

@@ -340,32 +340,7 @@ bool ag_wait_waiters(fl_region *ro, const char *key, uint32_t n, int timeout_ms)
     }
 }
 
-static char ag_proc_state(pid_t pid)
-{
-    char path[64], text[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return '?';
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (n <= 0)
-        return '?';
-    text[n] = '\0';
-    char *p = strrchr(text, ')');
-    return p && p[1] == ' ' ? p[2] : '?';
-}
-
-bool ag_wait_sleeping(pid_t pid, int timeout_ms)
-{
-    uint64_t deadline = th_now_ns() + (uint64_t)timeout_ms * TH_MS;
-    while (ag_proc_state(pid) != 'S') {
-        if (th_now_ns() >= deadline)
-            return false;
-        usleep(1000);
-    }
-    return true;
-}
+bool ag_wait_sleeping(pid_t pid, int timeout_ms) { return th_wait_state(pid, "S", timeout_ms); }
 
 void ag_sleep_until(uint64_t t_ns)
 {

@@ -164,32 +164,7 @@ void sp_free(sp_proc *p)
     p->out = p->report = -1;
 }
 
-static char proc_state(pid_t pid)
-{
-    char path[64], text[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return '?';
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (n <= 0)
-        return '?';
-    text[n] = '\0';
-    char *q = strrchr(text, ')');
-    return q && q[1] == ' ' ? q[2] : '?';
-}
-
-bool sp_wait_zombie(pid_t pid, int timeout_ms)
-{
-    uint64_t deadline = th_now_ns() + (uint64_t)timeout_ms * TH_MS;
-    while (proc_state(pid) != 'Z') {
-        if (th_now_ns() >= deadline)
-            return false;
-        usleep(1000); /* polling /proc for a state change; the deadline bounds a failure */
-    }
-    return true;
-}
+bool sp_wait_zombie(pid_t pid, int timeout_ms) { return th_wait_state(pid, "Z", timeout_ms); }
 
 void sp_assert_contains(const char *haystack, const char *needle)
 {
