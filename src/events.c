@@ -42,7 +42,14 @@ void fl__event_post(fl_region *r, const struct fl__event_data *d)
     uint64_t pos = atomic_load_explicit(&h->event_head, memory_order_relaxed);
     struct fl__event *e;
     uint64_t round;
-    for (;;) {
+    /* Bounded: on a corrupt ring (a seq ahead of a head that never moves)
+     * an unbounded loop would hang the client; after this many rounds of
+     * contention the event is dropped instead (I9). */
+    for (int tries = 0;; tries++) {
+        if (tries == 64) {
+            atomic_fetch_add_explicit(&h->events_dropped, 1, memory_order_relaxed);
+            return;
+        }
         e = &r->events[pos & r->event_mask];
         round = pos >> shift;
         /* acquire: the consumer's release of this entry (its reads are done) */
@@ -81,7 +88,9 @@ uint32_t fl__events_drain(fl_region *r, struct fl__event_reader *rd, fl__event_f
     struct fl__header *h = r->hdr;
     unsigned shift = fl__event_shift(r);
     uint32_t n = 0;
-    for (;;) {
+    /* At most one ring's worth per call: the supervisor's loop stays
+     * responsive, and a corrupt ring cannot keep it here. */
+    for (uint32_t step = 0; step <= r->event_mask; step++) {
         uint64_t pos = atomic_load_explicit(&h->event_tail, memory_order_relaxed);
         struct fl__event *e = &r->events[pos & r->event_mask];
         uint64_t round = pos >> shift;

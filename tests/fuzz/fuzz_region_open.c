@@ -49,10 +49,14 @@ static void make_template(void)
     fl_region *r;
     if (fl_open(template_path, &r) != 0)
         abort();
+    /* "alpha" is held by a lease that has already expired when the harness
+     * runs (its acquire takes it over and posts an event), "beta" by one
+     * that has not (its acquire is refused): both paths on every input,
+     * however much time has passed since the template was made. */
     fl_lease l;
-    fl_acquire(r, "alpha", 1000000000ull, 0, &l);
+    fl_acquire(r, "alpha", 1000ull, 0, &l);
     fl_commit(r, &l, "alpha/rec", "hello", 5, 0, NULL);
-    fl_acquire(r, "beta", 1000000000ull, 0, &l);
+    fl_acquire(r, "beta", 3600ull * 1000000000ull, 0, &l);
     fl_commit_u64(r, &l, "beta/ptr", 42, 0, NULL);
     fl_close(r);
     FILE *f = fopen(template_path, "rb");
@@ -145,8 +149,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fl_lease l;
         if (fl_acquire(r, "alpha", 1000000ull, 0, &l) == 0) {
             fl_commit(r, &l, "alpha/rec", "x", 1, 0, NULL);
+            fl_lease stale = l;
+            stale.token = l.token > 1 ? l.token - 1 : l.token;
+            fl_commit(r, &stale, "alpha/rec", "y", 1, 0, NULL); /* a rejection: an event */
             fl_release(r, &l);
         }
+        fl_acquire(r, "beta", 1000000ull, 0, &l);
         fl_close(r);
     }
     return 0;

@@ -20,8 +20,19 @@ clang -g -O1 -std=c11 -D_GNU_SOURCE -mcx16 -fsanitize=fuzzer,address,undefined \
 mkdir -p "$work/corpus"
 cp -r "$here/corpus/$name/." "$work/corpus/" 2>/dev/null || true
 cd "$work"
-./fuzz -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-  corpus 2>&1 | tail -n 12
+# Crashes, leaks and hangs are kept where they can be read after the run.
+artifacts=${FL_FUZZ_ARTIFACTS:-/tmp/fencelock-fuzz-artifacts/$name}
+mkdir -p "$artifacts"
+# -timeout: one input may take this long on a loaded machine before it
+# counts as a hang (a normal one takes well under a millisecond).
+status=0
+./fuzz -max_total_time="$seconds" -timeout=60 -rss_limit_mb=2048 -print_final_stats=1 \
+  -artifact_prefix="$artifacts/" corpus > log 2>&1 || status=$?
+tail -n 12 log
+if [ "$status" -ne 0 ]; then
+  echo "run_fuzz: the fuzzer failed (status $status); its input is kept in $artifacts" >&2
+  exit "$status"
+fi
 if [ "${FL_FUZZ_KEEP:-0}" = 1 ]; then
   ./fuzz -merge=1 "$here/corpus/$name" corpus >/dev/null 2>&1
 fi
