@@ -1,115 +1,134 @@
 /*
- * slot.pml - Promela model of the lock-slot protocol of src/slot.c, checked
- * with spin by tests/model (ctest -R model_).
+ * slot.pml - a Promela model of the lock-slot protocol of src/slot.c: the
+ * pair CAS, waiting on wake_seq, expiry takeover and the supervisor's reap.
+ * tests/model checks it with spin (ctest -R model_slot); README there.
  *
- * C-VERSION: src/slot.c git-blob a0d966ca45c3e342ff2c0bc6289538b733fdc94d
- *            (commit 7b20589; the same file plus its one-line pointer to this
- *            model has blob 41d1d1cd0f2e3f6d2f0e42f3d0b4c6f1f5e2a7b9)
- * (tests/model/check_model.sh --sync compares this line with `git hash-object
- * src/slot.c`; when slot.c changes, re-read both, fix the model, re-run the
- * checks and put the new blob here.)
+ * C-VERSION: the line after this comment names the blob of src/slot.c the
+ * model was last checked against (ctest runs model_slot_sync to compare).
+ * When slot.c changes: re-read both, fix the model, run the checks, and put
+ * the new blob there (`git hash-object src/slot.c`).
  *
- * WHAT IT MATCHES.  src/slot.c as of the blob above:
- *   pair      one 16-byte word pair: state = token << 1 | HELD, lease =
- *             owner << 48 | deadline while held, 0 or FREED_BY_DEATH while
- *             free; every transition is one cmpxchg16b of the whole pair, and
- *             a failed cmpxchg16b hands back the current pair.
- *   load      fl__pair_load: read state, read lease, re-read state, retry
- *             until the two state reads agree (three separate steps here).
- *   acquire   load; read the clock; held and not expired: spin once on the
- *             state word (a change: re-examine), then fl__wait_for_change:
- *             seq = wake_seq; waiters++; re-read state; re-read lease; if
- *             both unchanged futex_wait(wake_seq, seq, until the deadline of
- *             the lease it saw); waiters--; re-examine.  Free or expired:
- *             read token_floor; next = max(token + 1, floor); CAS the pair
- *             from what was loaded to held(next, me, now + LEASE); a failed
- *             CAS re-examines from a fresh load.
- *   renew     load once; loop: read the clock; not held(mine) or expired:
- *             -ESTALE; else CAS (s, l) -> (s, owner | now + LEASE); a failed
- *             CAS retries with the pair it handed back.
- *   release   load once; loop: not held(mine): -ESTALE; else CAS -> free(T, 0)
- *             (a failed CAS retries with the pair it handed back); then
- *             fl__wake_waiters: read waiters; if > 0, wake_seq++ and
- *             futex_wake(all).
+ * WHAT IT MATCHES: src/slot.c at that blob, step for step:
+ *   pair      state = token << 1 | HELD; lease = owner, deadline while held,
+ *             0 or FREED_BY_DEATH while free.  Every transition is one
+ *             cmpxchg16b of both words; a failed one hands back the pair.
+ *   load      fl__pair_load: load state; load lease; load state again;
+ *             retry until the two state loads agree.
+ *   acquire   load; read the clock; held and not expired: the first time,
+ *             spin on the state word (changed: look again); then
+ *             fl__wait_for_change: seq = wake_seq; waiters++; load state,
+ *             load lease; both unchanged: futex_wait(wake_seq, seq, until
+ *             the deadline of the lease seen); waiters--; look again.
+ *             Free or expired: load token_floor; next = max(token + 1,
+ *             floor); CAS from the pair loaded to held(next, me, now +
+ *             lease); failed: look again from a fresh load.
+ *   renew     load; loop: read the clock; not held(mine) or expired:
+ *             -ESTALE; CAS (s, l) -> (s, owner | now + lease); failed: loop
+ *             with the pair the CAS handed back.
+ *   release   load; loop: not held(mine): -ESTALE; CAS -> free(T, 0);
+ *             failed: loop with the pair handed back; then fl__wake_waiters:
+ *             load waiters; > 0: wake_seq++, futex_wake(all).
  *   check     load; read the clock; OK iff held(mine) and now < deadline.
- *   reap      (fencelockd, fl__slots_reap_client after a client died) load;
- *             while held by the dead owner: CAS -> free(T, FREED_BY_DEATH),
- *             then fl__wake_waiters; a failed CAS retries with its pair.
- *   futex     futex_wait compares the word and enqueues in one step; it ends
- *             when futex_wake dequeues it, at its absolute deadline, or
- *             (modelled as budgets) by the caller's own timeout or a signal.
+ *   reap      fencelockd, fl__slots_reap_client for a dead client: load;
+ *             while held by it: CAS -> free(T, FREED_BY_DEATH), then
+ *             fl__wake_waiters; failed: loop with the pair handed back.
+ *   futex     futex_wait compares the word and queues the caller in one
+ *             step; it returns when futex_wake dequeues it, at its absolute
+ *             deadline, or by the caller's own timeout or a signal.
  *
- * WHAT IS CHECKED (assert() unless said otherwise)
- *   I1   every successful acquire CAS issues a token greater than the last
- *        one issued (ghost gtok): unique and strictly increasing in the
- *        order the acquisitions took effect.
- *   I1'  lease exclusion: whenever a client starts relying on a lease (its
- *        acquire or renew took effect), no other client relies on a lease
- *        whose deadline has not passed (ghosts believe[], bdl[]).
- *   I2'  a stale renew or release (after a takeover or a reap) never
- *        changes the pair: a renew or release CAS succeeds only while its
- *        token is still the newest one issued; a check that answers OK read
- *        the lease word of its own holding (ghost gltok), never a newer one.
- *   I4   (timed configuration) every client that is not stopped forever
- *        finishes: a holder stopped forever at any step, or one that walks
- *        away without releasing, delays the others only until its deadline.
- *        Spin's invalid-end-state check: a client asleep or spinning with
- *        nothing able to move it is an error.  With -DNP (non-progress
- *        cycles, no progress labels) pan also proves that no execution
- *        runs forever: every retry loop ends.
- *   I6   (NOTIME configuration: leases never expire, so a futex sleep ends
- *        only by a wake) no waiter sleeps forever on a lock that is free,
- *        even when other waiters die, time out or are interrupted, and
- *        holders die (reaped by the supervisor) at any step.
+ * WHAT IS CHECKED (assert, unless said otherwise)
+ *   I1   each successful acquire CAS issues a token greater than the last
+ *        one issued (ghost gtok): unique, strictly increasing in the order
+ *        the acquisitions took effect; a failed CAS issues none.
+ *   I1'  lease exclusion: when a client starts relying on a lease (its
+ *        acquire or renew CAS), nobody else relies on one whose deadline
+ *        is still ahead (ghosts believe[], bdl[]).
+ *   I2'  a stale renew or release, after a takeover or a reap, never
+ *        changes the pair: their CAS succeeds only while the token is the
+ *        newest issued; a check that answers OK read the lease word of its
+ *        own holding (ghost gltok), never a newer holder's.
+ *   pair fl__pair_load returns a pair that was the real one when its lease
+ *        word was loaded (ghost pl_ok): the lemma the C comment states.
+ *   I4   (timed) every client that is not stopped forever finishes: a
+ *        holder stopped forever at any step, or one that walks away,
+ *        delays the others until its deadline, no longer.  This is spin's
+ *        invalid-end-state check (a client asleep or blocked that nothing
+ *        can move is an error); the _np test adds that no execution runs
+ *        forever (non-progress cycles with no progress labels: no cycle at
+ *        all, so every retry loop ends).
+ *   I6   (NOTIME: leases never expire, so only a wake ends a sleep) no
+ *        waiter sleeps forever on a free lock, when other waiters die, time
+ *        out or are interrupted, or a holder dies and is reaped, at any
+ *        step.  Invalid-end-state check.
  *
- * HOW "STOPPED AT ANY STEP" IS MODELLED
- *   Every statement below is one atomic step of the C code (one load, one
- *   store, one CAS or fetch-add).  Spin explores all interleavings, so a
- *   client paused at any step while the others and the clock run, then
- *   resumed, is covered.  Stopped forever: the killer process may, once,
- *   stop one client for good at any step (SIGSTOP, or a death that nobody
- *   reaps: unregistered client), or kill it with the supervisor reaping its
- *   lock (a registered client's death).  The client's body is wrapped in
- *   `unless { killed[me] }`, which takes effect before its next step.
+ * STOPPED AT ANY STEP
+ *   Every statement is one load, store, CAS or fetch-add of the C code (or
+ *   a purely local computation); spin explores every interleaving, so a
+ *   client paused at any step while the others run, then resumed, is
+ *   covered.  Stopped forever: the killer may, once, stop a client for good
+ *   at any step (SIGSTOP, or a death nobody reaps: unregistered), or kill
+ *   it and have fencelockd reap it (registered).  A client's body is
+ *   wrapped in `unless { killed[me] }`, which takes effect before its next
+ *   step.  In NOTIME configurations only deaths (reaped) happen, and not
+ *   between a release CAS and its wake (see DIE_IN_WAKE_WINDOW).
  *
- * TIME.  `now` is an abstract monotonic clock; deadlines are small
- * integers (LEASE units after the clock read of the acquiring/renewing
- * client).  The clock process ticks while now < the greatest deadline ever
- * issued (maxdl).  Only comparisons now < deadline matter (equality of
- * whole lease words aside), so stopping the clock once every deadline has
- * passed loses no behaviour, and it keeps the state space finite.  The
- * NOTIME configuration (-DNOTIME) removes the clock.
+ * TIME.  `now` is a monotonic clock in abstract units; deadlines are small
+ * integers.  Time passes between any two steps, but only a clock read can
+ * tell, so the clock advances when read: by any amount up to the horizon,
+ * the greatest deadline anybody relies on or the pair holds.  A sleeper's
+ * futex deadline advances it too (its deadline came).  Past the horizon
+ * every deadline has passed and only differences matter, so nothing is
+ * lost, and the state space stays finite.
  *
  * ABSTRACTIONS, AND WHAT IS NOT MODELLED
- *   - One key (slot); NC clients (2 or 3) doing ROUNDS rounds each of:
- *     acquire (waiting, FL_WAIT_FOREVER plus a give-up budget for a
- *     caller's own timeout), optionally renew, optionally check, then
- *     release or walk away.  Lease owners are client numbers 1..NC.
- *   - Sequentially consistent memory.  The C code's orders (seq_cst fetch
- *     add and loads on the Dekker pair, cmpxchg16b as a full barrier,
- *     acquire loads in fl__pair_load) are what makes SC a sound view on
- *     x86-64; the model does not check the memory orders themselves.
- *   - The spin loop (fl__spin_until_changed) is one read of the state word.
- *   - The epoch/overflow checks of the token counter, the voiding of a
- *     previous boot's leases (done before clients open), the counters,
- *     holder_pid and other informational fields are not modelled; the
- *     token floor is: fencelockd may raise it once, at any time.
+ *   - One key (slot); NC clients (2 or 3) run ROUNDS rounds of: acquire
+ *     (FL_WAIT_FOREVER; GIVEUPS is a budget of waits ended by the caller's
+ *     own timeout, INTRS of waits ended by a signal), then optionally
+ *     renew and check (HOLDER_OPS), then release or walk away (timed only).
+ *     Acquire leases last LEASE units, renewals RLEASE (lease_ns is per
+ *     call in the C API; a longer renewal lets a renew move a deadline
+ *     past other clients' decisions).  Owners are client numbers 1..NC.
+ *   - The optional budgets of timeouts and signals end at any time
+ *     (no_more_interruptions): otherwise the mere chance of one would hide
+ *     a waiter asleep forever from the end-state check.
+ *   - VICTIM=k: only client k is stopped or killed.  Clients run the same
+ *     code, and their numbers only name them, so one victim covers all.
+ *   - ATOMIC_LOAD: configurations too big for the three-step load use the
+ *     lemma above, checked by the configurations that expand it.
+ *   - Sequentially consistent memory.  The C code's orders (seq_cst
+ *     fetch-add and loads on the Dekker pair, cmpxchg16b as a full
+ *     barrier, acquire loads in fl__pair_load) are what makes SC a sound
+ *     view on x86-64; the memory orders themselves are not checked.
+ *   - The spin loop is one load of the state word.  The epoch and overflow
+ *     checks of the token counter, the voiding of another boot's leases
+ *     (before clients open), counters, holder fields, events and stale
+ *     notes are not modelled.  fencelockd may raise token_floor once, at
+ *     any time (FLOOR); the raise shows when somebody reads it.
  *   - wake_seq and waiters are small counters (no 32-bit wrap).
  *
- * BUG VARIANTS (must FAIL; tests/model runs them and expects a failure):
- *   -DBUG_SPLIT_CAS     acquire CASes the state word only, then stores the
- *                       lease word: lease exclusion fails.
- *   -DBUG_NO_REREAD     fl__pair_load skips the re-read of the state word:
- *                       a stale check answers OK.
- *   -DBUG_WAITERS_LATE  the waiter re-reads the pair before waiters++ (no
- *                       Dekker): lost wakeup, invalid end state (NOTIME).
- *   -DBUG_NO_DEADLINE   futex_wait ignores the holder's deadline: a
- *                       stopped holder blocks waiters forever (timed).
- *   -DBUG_STALE_RENEW   renew does not compare the token it read: a stale
- *                       renew after a takeover moves the new holder's lease.
- * Other switches: -DDIE_IN_WAKE_WINDOW (NOTIME) lets a releaser die between
- * its release CAS and its wake; see the note in tests/model/README.
+ * BUG VARIANTS: each must FAIL (ctest runs them, model_slot_bugs):
+ *   BUG_SPLIT_CAS     acquire CASes the state word only, then stores the
+ *                     lease word: I1' fails (a takeover of a fresh holding).
+ *   BUG_NO_REREAD     fl__pair_load skips the re-load of the state word: a
+ *                     stale check answers OK with a newer holder's lease.
+ *   BUG_STALE_RENEW   renew does not compare the token: a stale renew
+ *                     after a takeover moves the new holder's deadline.
+ *   BUG_NO_DEADLINE   futex_wait ignores the holder's deadline: a holder
+ *                     stopped forever blocks its waiters forever (I4).
+ *   BUG_WAITERS_LATE  the waiter loads the pair before waiters++ (no
+ *                     Dekker): a lost wakeup (I6).
+ *   BUG_WAKE_ONE      futex_wake(1): the woken waiter dies, the others
+ *                     sleep on a free lock (I6).
+ * OTHER SWITCHES
+ *   DIE_IN_WAKE_WINDOW (NOTIME) a releaser may die between its release CAS
+ *                     and its wake: its waiters then sleep until the
+ *                     released lease's deadline (a timed sleep; I4 holds),
+ *                     which NOTIME shows as an invalid end state.
+ *   REAP_WAKES_ALWAYS the supervisor wakes the slot's waiters after every
+ *                     death: with it, DIE_IN_WAKE_WINDOW passes.
  */
+/* C-VERSION: src/slot.c git-blob 5b9da93c14c2978793eb2f47e4d1e34c89fe08e4
+ * (or 25c91e18a4e8db7357a18be5323536fb4f42111c: the same plus its one-line pointer to this model) */
 
 #ifndef NC
 #define NC 3
@@ -118,7 +137,11 @@
 #define ROUNDS 1
 #endif
 #ifndef LEASE
-#define LEASE 2
+#define LEASE 1             /* lease_ns of fl_acquire, in clock units */
+#endif
+#ifndef RLEASE
+#define RLEASE 2            /* lease_ns of fl_renew (a longer one: renew
+                             * can extend a lease past others' decisions) */
 #endif
 #ifndef FLOOR
 #define FLOOR 2             /* token floor fencelockd may raise to; 0: never */
@@ -128,6 +151,16 @@
 #endif
 #ifndef INTRS
 #define INTRS 1             /* waits interrupted by a signal (EINTR) */
+#endif
+#ifndef HOLDER_OPS
+#define HOLDER_OPS 1        /* 1: holders may renew and check; 0: they don't */
+#endif
+#ifndef KILL
+#define KILL 1              /* 1: the killer may stop or kill one client */
+#endif
+#ifndef VICTIM
+#define VICTIM 0            /* 0: any client; k: client k (clients are
+                             * symmetric, so one victim covers them all) */
 #endif
 
 /* the pair */
@@ -179,29 +212,43 @@ byte intrs = INTRS;
     xj = 0
 
 /* Reading the clock.  Time passes between any two steps; nobody can tell
- * until they read the clock, so the clock advances (by any amount, up to
- * the greatest deadline issued) when somebody reads it. */
+ * until they read the clock, so the clock advances when somebody reads it:
+ * by any amount up to the horizon (see TIME in the header). */
 #ifdef NOTIME
 #define CLOCK_READ(n) n = now
 #else
 #define CLOCK_READ(n) atomic { HORIZON(hz); select(n : now .. hz); now = n; hz = 0 }
 #endif
 
-/* fl__pair_load: load state, load lease, re-load state (the guard). */
-#ifdef BUG_NO_REREAD
+/* fl__pair_load: load state, load lease, re-load state until the two state
+ * loads agree.  Lemma (checked where expanded): the pair it returns was
+ * the real pair when the lease was loaded, because the state word never
+ * takes the same value twice (ghost pl_ok).  With -DATOMIC_LOAD the model
+ * uses the lemma and loads the pair in one step, to check bigger
+ * configurations. */
+#if defined(ATOMIC_LOAD) && !defined(BUG_NO_REREAD)
+#define PAIR_LOAD(s, l) d_step { s = st; l = lw }
+#define PAIR_LOAD_TAG(s, l, lt) d_step { s = st; l = lw; lt = gltok }
+#elif defined(BUG_NO_REREAD)
 #define PAIR_LOAD(s, l) s = st; l = lw
 #define PAIR_LOAD_TAG(s, l, lt) s = st; atomic { l = lw; lt = gltok }
 #else
 #define PAIR_LOAD(s, l) \
     do \
-    :: s = st; l = lw; \
-       if :: s == st -> break :: else -> skip fi \
+    :: s = st; atomic { l = lw; pl_ok = (st == s) }; \
+       if \
+       :: s == st -> assert(pl_ok); pl_ok = false; break \
+       :: else -> pl_ok = false \
+       fi \
     od
 /* the same, also reading the ghost tag of the lease word with it */
 #define PAIR_LOAD_TAG(s, l, lt) \
     do \
-    :: s = st; atomic { l = lw; lt = gltok }; \
-       if :: s == st -> break :: else -> skip fi \
+    :: s = st; atomic { l = lw; lt = gltok; pl_ok = (st == s) }; \
+       if \
+       :: s == st -> assert(pl_ok); pl_ok = false; break \
+       :: else -> pl_ok = false \
+       fi \
     od
 #endif
 
@@ -214,21 +261,30 @@ byte intrs = INTRS;
 
 /* fl__wake_waiters: read waiters; if any, bump wake_seq and wake them all.
  * The releaser's window (win) closes once it has woken or seen none. */
+#ifdef BUG_WAKE_ONE
+/* futex_wake(1): one sleeper, any of them */
+#define FUTEX_WAKE(me) \
+    atomic { \
+        if \
+        :: asleep[1] -> asleep[1] = false \
+        :: asleep[2] -> asleep[2] = false \
+        :: NC > 2 && asleep[NC] -> asleep[NC] = false \
+        :: else -> skip \
+        fi; \
+        win[me] = false \
+    }
+#else
+/* futex_wake(INT_MAX): every sleeper */
+#define FUTEX_WAKE(me) \
+    d_step { for (xj : 1 .. NC) { asleep[xj] = false }; xj = 0; win[me] = false }
+#endif
 #define WAKE_WAITERS(me) \
     if \
     :: waiters > 0 -> \
        wake_seq++; \
-       d_step { for (xj : 1 .. NC) { asleep[xj] = false }; xj = 0; win[me] = false } \
+       FUTEX_WAKE(me) \
     :: else -> win[me] = false \
     fi
-
-#if FLOOR > 0
-/* fencelockd raises token_floor (a new epoch), once, at any time. */
-active proctype floor_raiser()
-{
-    tfloor = FLOOR
-}
-#endif
 
 /* Stops one client forever, or kills it and has the supervisor reap it. */
 active proctype killer()
@@ -236,27 +292,46 @@ active proctype killer()
     byte v;
     if
     :: skip
-    :: select(v : 1 .. NC);
+#if KILL
+    :: if
+#if VICTIM == 0
+       :: select(v : 1 .. NC);
+#else
+       :: v = VICTIM;
+#endif
+       fi;
        if
 #ifndef NOTIME
-       :: killed[v] = true           /* stopped forever, never reaped */
+       :: killed[v] = true            /* stopped forever, never reaped */
 #endif
-#ifdef DIE_IN_WAKE_WINDOW
-       :: atomic { killed[v] = true; UNBELIEVE(v) };
-#else
-       :: atomic { !win[v] -> killed[v] = true; UNBELIEVE(v) };
+       :: atomic {
+#if defined(NOTIME) && !defined(DIE_IN_WAKE_WINDOW)
+              !win[v] ->          /* see DIE_IN_WAKE_WINDOW above */
 #endif
-          reap_req = v;               /* died: fencelockd reaps */
-          v = 0
-       fi
+              killed[v] = true; UNBELIEVE(v) };
+          reap_req = v                /* died: fencelockd reaps */
+       fi;
+       v = 0
+#endif
     fi
 }
+
+#if GIVEUPS + INTRS > 0
+/* A caller's timeout or a signal may end a sleep, or never come.  This
+ * process decides, at any time, that no more will come: without it, the
+ * mere possibility of one would hide a waiter asleep forever from the
+ * invalid-end-state check. */
+active proctype no_more_interruptions()
+{
+    d_step { giveups = 0; intrs = 0 }
+}
+#endif
 
 /* fencelockd: fl__slots_reap_client for the dead client. */
 active proctype supervisor()
 {
     byte s, l, v, xj;
-    bool ok;
+    bool ok, pl_ok;
 end_idle:
     reap_req != 0;
     v = reap_req;
@@ -274,7 +349,12 @@ end_idle:
        :: ok -> WAKE_WAITERS(0); break
        :: else -> skip
        fi
-    :: else -> break
+    :: else ->
+#ifdef REAP_WAKES_ALWAYS
+       /* the proposed fix: wake the slot's waiters after every death */
+       WAKE_WAITERS(0);
+#endif
+       break
     od;
     atomic { s = 0; l = 0; v = 0; ok = false }
 }
@@ -282,7 +362,7 @@ end_idle:
 proctype client(byte me)
 {
     byte s, l, n, next, seq, until, mytok, lt, xj, hz, round;
-    bool spun, gaveup, ok;
+    bool spun, gaveup, ok, pl_ok;
 
     {
     do
@@ -348,13 +428,22 @@ proctype client(byte me)
                  fi;
                  atomic { waiters--; seq = 0; until = 0; s = 0; l = 0 };
                  if
-                 :: gaveup -> break       /* -ETIMEDOUT to the caller */
+                 :: gaveup -> spun = false; break   /* -ETIMEDOUT */
                  :: else -> skip
                  fi
               fi
            :: else ->
               /* free, or held with the deadline passed: take it */
-              next = (tfloor > TOK(s) + 1 -> tfloor : TOK(s) + 1);
+              /* read token_floor.  fencelockd raises it (a new epoch)
+               * once, at any time; nobody can tell when before reading it,
+               * so the raise happens at a read. */
+              atomic {
+                  if
+                  :: FLOOR > 0 && tfloor < FLOOR -> tfloor = FLOOR
+                  :: true -> skip
+                  fi;
+                  next = (tfloor > TOK(s) + 1 -> tfloor : TOK(s) + 1)
+              };
 #ifndef BUG_SPLIT_CAS
               d_step {
                   if
@@ -389,7 +478,7 @@ proctype client(byte me)
 #endif
               n = 0;
               if
-              :: ok -> ok = false; break
+              :: ok -> ok = false; spun = false; break
               :: else -> skip
               fi
            fi
@@ -400,6 +489,7 @@ proctype client(byte me)
         :: else ->
            /* ---------------- fl_renew (optional) ---------------- */
            if
+#if HOLDER_OPS
            :: PAIR_LOAD(s, l);
               do
               :: CLOCK_READ(n);
@@ -412,9 +502,9 @@ proctype client(byte me)
                         if
                         :: st == s && lw == l ->
                            assert(gtok == mytok);                 /* I2' */
-                           lw = (l & OWNER_BITS) | (n + LEASE);
-                           NEWDL(n + LEASE);
-                           bdl[me] = n + LEASE; EXCL(me); ok = true
+                           lw = (l & OWNER_BITS) | (n + RLEASE);
+                           NEWDL(n + RLEASE);
+                           bdl[me] = n + RLEASE; EXCL(me); ok = true
                         :: else -> s = st; l = lw; ok = false
                         fi;
                         n = 0
@@ -426,11 +516,13 @@ proctype client(byte me)
                  fi
               od;
               atomic { s = 0; l = 0; n = 0 }
+#endif
            :: skip
            fi;
 
            /* ---------------- fl_check (optional) ---------------- */
            if
+#if HOLDER_OPS
            :: PAIR_LOAD_TAG(s, l, lt);
               CLOCK_READ(n);
               if
@@ -439,6 +531,7 @@ proctype client(byte me)
               :: else -> UNBELIEVE(me)                     /* -ESTALE */
               fi;
               d_step { s = 0; l = 0; n = 0; lt = 0 }
+#endif
            :: skip
            fi;
 
