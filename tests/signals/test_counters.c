@@ -265,14 +265,29 @@ static void test_counters_exact_under_load(void **state)
     assert_int_equal(fl_open_readonly(region, &r), 0);
     fl_region_info g;
     assert_int_equal(fl_region_info_get(r, &g), 0);
-    assert_int_equal(g.locks_used, KEYS);
-    assert_int_equal(g.records_used, KEYS);
+    /* Workers racing to create a new key may each take an entry; the loser
+     * keeps its unpublished one as a spare, so more entries than keys may be
+     * handed out.  Exactly KEYS of them are published. */
+    assert_true(g.locks_used >= KEYS && g.records_used >= KEYS);
     fl_lock_info locks[KEYS];
     fl_record_info recs[KEYS];
-    for (uint32_t i = 0; i < KEYS; i++) {
-        assert_int_equal(fl_lock_info_get(r, i, &locks[i]), 0);
-        assert_int_equal(fl_record_info_get(r, i, &recs[i]), 0);
+    uint32_t nl = 0, nr = 0;
+    for (uint32_t i = 0; i < g.locks_used; i++) {
+        fl_lock_info li;
+        if (fl_lock_info_get(r, i, &li) == 0) {
+            assert_true(nl < KEYS);
+            locks[nl++] = li;
+        }
     }
+    for (uint32_t i = 0; i < g.records_used; i++) {
+        fl_record_info ri;
+        if (fl_record_info_get(r, i, &ri) == 0) {
+            assert_true(nr < KEYS);
+            recs[nr++] = ri;
+        }
+    }
+    assert_int_equal(nl, KEYS);
+    assert_int_equal(nr, KEYS);
     uint64_t all_rejections = 0, all_takeovers = 0;
     for (int k = 0; k < KEYS; k++) {
         char key[32], rec[32];
