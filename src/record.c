@@ -1,6 +1,7 @@
 /*
  * record.c - fenced records: commits that a stale holder cannot corrupt,
  * even when it is paused in the middle of one.
+ * Its Promela model is src/record.pml (ctest -R model_record): change them together.
  *
  * THE PROTOCOL
  *

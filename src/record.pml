@@ -96,6 +96,9 @@
  *   -DBUG_EARLY_PUBLISH       PUBLISHED is stored before the CAS on cur.
  *   -DBUG_REAP_FREES_CURRENT  the reap frees the dead writer's buffer even
  *                             when cur names it.
+ *   -DBUG_STALE_RETRY         a failed CAS on cur is retried with the cur
+ *                             it had loaded: passes the safety search,
+ *                             fails the non-progress one (livelock, --np).
  *   -DBUG_RELAXED_STATE_LOAD  the one weak-memory case modelled: a claim
  *                             that loads a buffer's state word without
  *                             acquire may then load a cur older than the
@@ -104,7 +107,8 @@
  *                             record.c loads the state with acquire.
  */
 /* C-VERSION: src/record.c git-blob 513f50d252f2a70796feb1670a784f2a5de73063
- * (or 45a100a15a3d7e822b6b7451c6b61ae890aff399: the same plus its one-line pointer to this model) */
+ * (or 45a100a15a3d7e822b6b7451c6b61ae890aff399:
+ * the same plus its one-line pointer to this model) */
 
 #ifndef NB
 #define NB 3
@@ -328,6 +332,9 @@ proctype writer(byte me)
                      cur = REF(i, mygen); ok = true
                  };
 #else
+#ifdef BUG_STALE_RETRY
+cas_again:       skip;
+#endif
                  d_step {
                      if
                      :: cur == c ->
@@ -340,6 +347,12 @@ proctype writer(byte me)
                      :: else -> ok = false
                      fi
                  };
+#endif
+#ifdef BUG_STALE_RETRY
+                 if
+                 :: !ok -> goto cas_again    /* the CAS again, same old cur */
+                 :: else -> skip
+                 fi;
 #endif
                  if
                  :: ok ->

@@ -1,6 +1,7 @@
 /*
  * slot.c - the lock-word state machine.  The only code that writes a lock
  * slot's state pair.
+ * Its Promela model is src/slot.pml (ctest -R model_slot): change them together.
  *
  * THE STATE PAIR (struct fl__pair, 16 bytes, 16-byte aligned)
  *

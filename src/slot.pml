@@ -40,10 +40,10 @@
  *   I1   each successful acquire CAS issues a token greater than the last
  *        one issued (ghost gtok): unique, strictly increasing in the order
  *        the acquisitions took effect; a failed CAS issues none.
- *   I1'  lease exclusion: when a client starts relying on a lease (its
+ *   EXCL lease exclusion: when a client starts relying on a lease (its
  *        acquire or renew CAS), nobody else relies on one whose deadline
  *        is still ahead (ghosts believe[], bdl[]).
- *   I2'  a stale renew or release, after a takeover or a reap, never
+ *   STALE a stale renew or release, after a takeover or a reap, never
  *        changes the pair: their CAS succeeds only while the token is the
  *        newest issued; a check that answers OK read the lease word of its
  *        own holding (ghost gltok), never a newer holder's.
@@ -108,7 +108,7 @@
  *
  * BUG VARIANTS: each must FAIL (ctest runs them, model_slot_bugs):
  *   BUG_SPLIT_CAS     acquire CASes the state word only, then stores the
- *                     lease word: I1' fails (a takeover of a fresh holding).
+ *                     lease word: EXCL fails (a takeover of a fresh holding).
  *   BUG_NO_REREAD     fl__pair_load skips the re-load of the state word: a
  *                     stale check answers OK with a newer holder's lease.
  *   BUG_STALE_RENEW   renew does not compare the token: a stale renew
@@ -119,6 +119,9 @@
  *                     Dekker): a lost wakeup (I6).
  *   BUG_WAKE_ONE      futex_wake(1): the woken waiter dies, the others
  *                     sleep on a free lock (I6).
+ *   BUG_STALE_RETRY   a failed acquire CAS is retried with the pair it had
+ *                     loaded, not a fresh one: passes the safety search,
+ *                     fails the non-progress search (a livelock: --np).
  * OTHER SWITCHES
  *   DIE_IN_WAKE_WINDOW (NOTIME) a releaser may die between its release CAS
  *                     and its wake: its waiters then sleep until the
@@ -128,7 +131,8 @@
  *                     death: with it, DIE_IN_WAKE_WINDOW passes.
  */
 /* C-VERSION: src/slot.c git-blob 5b9da93c14c2978793eb2f47e4d1e34c89fe08e4
- * (or 25c91e18a4e8db7357a18be5323536fb4f42111c: the same plus its one-line pointer to this model) */
+ * (or 25c91e18a4e8db7357a18be5323536fb4f42111c:
+ * the same plus its one-line pointer to this model) */
 
 #ifndef NC
 #define NC 3
@@ -193,7 +197,7 @@ byte intrs = INTRS;
 #define UNBELIEVE(x) believe[x] = false; bdl[x] = 0
 #define NEWDL(d) assert((d) < 32)   /* fits the deadline bits of lw */
 
-/* Lease exclusion (I1'): me starts relying on a lease; nobody else may rely
+/* Lease exclusion (EXCL): me starts relying on a lease; nobody else may rely
  * on one that has not expired, unless me's own has expired already. */
 #define EXCL(me) \
     for (xj : 1 .. NC) { \
@@ -445,6 +449,9 @@ proctype client(byte me)
                   next = (tfloor > TOK(s) + 1 -> tfloor : TOK(s) + 1)
               };
 #ifndef BUG_SPLIT_CAS
+#ifdef BUG_STALE_RETRY
+stale_retry:  skip;
+#endif
               d_step {
                   if
                   :: st == s && lw == l ->
@@ -453,12 +460,20 @@ proctype client(byte me)
                      gtok = next; gltok = next; mytok = next;
                      NEWDL(n + LEASE);
                      believe[me] = true; bdl[me] = n + LEASE;
-                     EXCL(me);                                    /* I1' */
+                     EXCL(me);
                      ok = true
                   :: else -> ok = false  /* somebody moved first: no token */
-                  fi;
-                  s = 0; l = 0; next = 0
+                  fi
+#ifndef BUG_STALE_RETRY
+                  ; s = 0; l = 0; next = 0
+#endif
               };
+#ifdef BUG_STALE_RETRY
+              if
+              :: !ok -> goto stale_retry  /* the CAS again, with the old pair */
+              :: else -> s = 0; l = 0; next = 0
+              fi;
+#endif
 #else
               d_step {
                   if
@@ -501,7 +516,7 @@ proctype client(byte me)
                     d_step {
                         if
                         :: st == s && lw == l ->
-                           assert(gtok == mytok);                 /* I2' */
+                           assert(gtok == mytok);                 /* STALE */
                            lw = (l & OWNER_BITS) | (n + RLEASE);
                            NEWDL(n + RLEASE);
                            bdl[me] = n + RLEASE; EXCL(me); ok = true
@@ -527,7 +542,7 @@ proctype client(byte me)
               CLOCK_READ(n);
               if
               :: s == (mytok << 1 | 1) && n < DL(l) ->
-                 assert(lt == mytok)                              /* I2' */
+                 assert(lt == mytok)                              /* STALE */
               :: else -> UNBELIEVE(me)                     /* -ESTALE */
               fi;
               d_step { s = 0; l = 0; n = 0; lt = 0 }
@@ -545,7 +560,7 @@ proctype client(byte me)
                  d_step {
                      if
                      :: st == s && lw == l ->
-                        assert(gtok == mytok);                    /* I2' */
+                        assert(gtok == mytok);                    /* STALE */
                         st = mytok << 1; lw = 0; gltok = 0;
                         win[me] = true; ok = true
                      :: else -> s = st; l = lw; ok = false

@@ -10,9 +10,10 @@
 #   check_model.sh --np MODEL.pml [-D...]
 #       Non-progress cycles instead (pan -l).  The models have no progress
 #       labels, so any cycle fails: every execution must end.
-#   check_model.sh --each-fails BUG_A,BUG_B MODEL.pml [-D...]
+#   check_model.sh --each-fails BUG_A,BUG_B [--np] MODEL.pml [-D...]
 #       For each BUG_X, the model compiled with -DBUG_X must FAIL (show that
-#       the checks catch that bug); fails if one passes.
+#       the checks catch that bug); fails if one passes.  With --np, the
+#       non-progress search must fail.
 #   check_model.sh --sync MODEL.pml C_FILE
 #       The git blob of C_FILE must be one of those on the model's
 #       "C-VERSION:" line: the model was checked against this C code.
@@ -22,13 +23,17 @@
 set -euo pipefail
 
 mode=safety
+kind=safety
 bugs=""
-case "${1:-}" in
---np) mode=np; shift ;;
---each-fails) mode=bugs; bugs=$2; shift 2 ;;
---sync) mode=sync; shift ;;
-esac
-[ $# -ge 1 ] || { sed -n '2,22p' "$0"; exit 1; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+  --np) kind=np; [ "$mode" = safety ] && mode=np; shift ;;
+  --each-fails) mode=bugs; bugs=$2; shift 2 ;;
+  --sync) mode=sync; shift ;;
+  *) break ;;
+  esac
+done
+[ $# -ge 1 ] || { sed -n '2,23p' "$0"; exit 1; }
 model=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 shift
 [ -f "$model" ] || { echo "no model $model" >&2; exit 1; }
@@ -65,6 +70,7 @@ if [ "${FL_MODEL_KEEP:-0}" = 1 ]; then
   echo "work directory: $work"
 else
   trap 'rm -rf "$work"' EXIT
+  trap 'exit 1' HUP INT TERM # a ctest timeout: clean up all the same
 fi
 cd "$work"
 
@@ -89,7 +95,8 @@ verify() {
   if ! grep -q 'errors: 0$' <<<"$out"; then
     return 1
   fi
-  if grep -qE 'max search depth too small|out of memory|MEMLIM|[Ss]earch not completed' <<<"$out"; then
+  local incomplete='max search depth too small|out of memory|MEMLIM|[Ss]earch not completed'
+  if grep -qE "$incomplete" <<<"$out"; then
     return 2
   fi
   return 0
@@ -105,7 +112,7 @@ summary() { # one line: states, depth, time
 
 trail() { # the counterexample, as spin replays it
   local t
-  t=$(ls ./*.trail 2>/dev/null | head -1 || true)
+  t=$(find . -maxdepth 1 -name '*.trail' | head -1)
   [ -n "$t" ] || return 0
   echo "---- counterexample (spin -t -p) ----"
   spin -k "$t" -t -p "$@" "$model" 2>&1 | grep -vE '^\s*$' | tail -200
@@ -141,7 +148,7 @@ bugs)
   IFS=, read -r -a list <<<"$bugs"
   for bug in "${list[@]}"; do
     rc=0
-    verify safety -O0 "$@" "-D$bug" || rc=$?
+    verify "$kind" -O0 "$@" "-D$bug" || rc=$?
     if [ $rc = 1 ]; then
       what=$(grep -m1 -oE 'pan:1: .*\(at depth [0-9]+\)' <<<"$out" || echo "error")
       echo "$name -D$bug $*: fails as it must: $what"
