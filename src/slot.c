@@ -373,6 +373,9 @@ int fl_release(fl_region *r, const fl_lease *lease)
          * the holding was never overlapped, expired or not. */
         if (fl__pair_cas(&sl->pair, &s, &l, lease->token << FL__TOKEN_SHIFT, 0)) {
             fl__count(sl, FL__C_RELEASES);
+            /* Killed here, between the CAS and the wake: fencelockd's reap
+             * wakes this slot's sleepers (fl__slots_free_where).  Stopped
+             * here, or unregistered: they wake at the deadline they saw. */
             fl__wake_waiters(sl);
             return 0;
         }
@@ -402,7 +405,19 @@ uint64_t fl__slot_token(const fl_region *r, uint32_t i)
     return s >> FL__TOKEN_SHIFT;
 }
 
-/* Free slots matching pred with the given lease word; supervisor only. */
+/* Free the slots held by `client` (or every held slot, if `any`), leaving
+ * `why` in the lease word; supervisor only.
+ *
+ * After a death, also wake the waiters of every slot that has any, freed
+ * here or not: the dead process may have been a releaser killed between its
+ * release CAS and its futex wake (fl_release), which leaves the lock free
+ * and its waiters asleep until the deadline of the lease they saw.  The
+ * region does not record who released last, so every slot with sleepers is
+ * woken; they re-read the pair and, if it is still held, sleep again.  A
+ * death costs one spurious wake per contended key, deaths are rare, and I5
+ * then holds for the waiters of a dying releaser too (src/slot.pml found
+ * this window; model_slot_wakeup checks the fix, BUG_REAP_NO_WAKE the old
+ * reap).  test_releaser_killed_before_wake stops a real releaser there. */
 static uint32_t fl__slots_free_where(fl_region *r, uint32_t client, bool any, uint64_t why,
                                      fl__freed_fn fn, void *ctx)
 {
@@ -413,17 +428,24 @@ static uint32_t fl__slots_free_where(fl_region *r, uint32_t client, bool any, ui
         struct fl__slot *sl = fl__slot_at(r, i);
         uint64_t s = 0, l = 0;
         fl__pair_load(&sl->pair, &s, &l);
+        bool freed_here = false;
         while ((s & FL__HELD) && (any || fl__owner(l) == client)) {
             if (fl__pair_cas(&sl->pair, &s, &l, s & ~FL__HELD, why)) {
-                if (why == FL__FREED_BY_DEATH)
-                    fl__count(sl, FL__C_DEATHS);
-                fl__wake_waiters(sl);
-                if (fn)
-                    fn(ctx, i, s >> FL__TOKEN_SHIFT);
-                freed++;
+                freed_here = true;
                 break;
             }
             /* changed under us (an expiry takeover): look again */
+        }
+        /* Wake before logging: the waiters' latency (I5) should not include
+         * our write to the log.  After our CAS, a full barrier, when we freed
+         * the slot: the Dekker pairing with `waiters`, as in fl_release. */
+        fl__wake_waiters(sl);
+        if (freed_here) {
+            if (why == FL__FREED_BY_DEATH)
+                fl__count(sl, FL__C_DEATHS);
+            if (fn)
+                fn(ctx, i, s >> FL__TOKEN_SHIFT);
+            freed++;
         }
     }
     return freed;

@@ -69,8 +69,8 @@
  *   at any step (SIGSTOP, or a death nobody reaps: unregistered), or kill
  *   it and have fencelockd reap it (registered).  A client's body is
  *   wrapped in `unless { killed[me] }`, which takes effect before its next
- *   step.  In NOTIME configurations only deaths (reaped) happen, and not
- *   between a release CAS and its wake (see DIE_IN_WAKE_WINDOW).
+ *   step.  In NOTIME configurations only deaths (reaped) happen, at any
+ *   step, between a release CAS and its wake too (see BUG_REAP_NO_WAKE).
  *
  * TIME.  `now` is a monotonic clock in abstract units; deadlines are small
  * integers.  Time passes between any two steps, but only a clock read can
@@ -119,20 +119,17 @@
  *                     Dekker): a lost wakeup (I6).
  *   BUG_WAKE_ONE      futex_wake(1): the woken waiter dies, the others
  *                     sleep on a free lock (I6).
+ *   BUG_REAP_NO_WAKE  the supervisor wakes a slot's waiters only when it
+ *                     frees the slot: a releaser that dies between its
+ *                     release CAS and its wake leaves them asleep on a free
+ *                     lock until the deadline they saw (I5, I6; NOTIME
+ *                     shows the sleep as an invalid end state): the reap
+ *                     of slot.c before the model found this.
  *   BUG_STALE_RETRY   a failed acquire CAS is retried with the pair it had
  *                     loaded, not a fresh one: passes the safety search,
  *                     fails the non-progress search (a livelock: --np).
- * OTHER SWITCHES
- *   DIE_IN_WAKE_WINDOW (NOTIME) a releaser may die between its release CAS
- *                     and its wake: its waiters then sleep until the
- *                     released lease's deadline (a timed sleep; I4 holds),
- *                     which NOTIME shows as an invalid end state.
- *   REAP_WAKES_ALWAYS the supervisor wakes the slot's waiters after every
- *                     death: with it, DIE_IN_WAKE_WINDOW passes.
  */
-/* C-VERSION: src/slot.c git-blob 5b9da93c14c2978793eb2f47e4d1e34c89fe08e4
- * (or 25c91e18a4e8db7357a18be5323536fb4f42111c:
- * the same plus its one-line pointer to this model) */
+/* C-VERSION: src/slot.c git-blob 34c389c0f6cf526b06a3399f15b2f044ce8646f4 */
 
 #ifndef NC
 #define NC 3
@@ -189,7 +186,6 @@ byte gltok = 0;       /* token whose holding the lease word describes */
 bool believe[NC + 1]; /* client relies on its lease ... */
 byte bdl[NC + 1];     /* ... until this deadline */
 bool killed[NC + 1];  /* stopped forever or dead */
-bool win[NC + 1];     /* between its release CAS and its wake */
 byte reap_req = 0;    /* dead client the supervisor is told about */
 byte giveups = GIVEUPS;
 byte intrs = INTRS;
@@ -263,8 +259,7 @@ byte intrs = INTRS;
 #define RENEW_LOST(s, l, n) ((s) != (mytok << 1 | 1) || (n) >= DL(l))
 #endif
 
-/* fl__wake_waiters: read waiters; if any, bump wake_seq and wake them all.
- * The releaser's window (win) closes once it has woken or seen none. */
+/* fl__wake_waiters: read waiters; if any, bump wake_seq and wake them all. */
 #ifdef BUG_WAKE_ONE
 /* futex_wake(1): one sleeper, any of them */
 #define FUTEX_WAKE(me) \
@@ -274,20 +269,19 @@ byte intrs = INTRS;
         :: asleep[2] -> asleep[2] = false \
         :: NC > 2 && asleep[NC] -> asleep[NC] = false \
         :: else -> skip \
-        fi; \
-        win[me] = false \
+        fi \
     }
 #else
 /* futex_wake(INT_MAX): every sleeper */
 #define FUTEX_WAKE(me) \
-    d_step { for (xj : 1 .. NC) { asleep[xj] = false }; xj = 0; win[me] = false }
+    d_step { for (xj : 1 .. NC) { asleep[xj] = false }; xj = 0 }
 #endif
 #define WAKE_WAITERS(me) \
     if \
     :: waiters > 0 -> \
        wake_seq++; \
        FUTEX_WAKE(me) \
-    :: else -> win[me] = false \
+    :: else -> skip \
     fi
 
 /* Stops one client forever, or kills it and has the supervisor reap it. */
@@ -309,9 +303,6 @@ active proctype killer()
        :: killed[v] = true            /* stopped forever, never reaped */
 #endif
        :: atomic {
-#if defined(NOTIME) && !defined(DIE_IN_WAKE_WINDOW)
-              !win[v] ->          /* see DIE_IN_WAKE_WINDOW above */
-#endif
               killed[v] = true; UNBELIEVE(v) };
           reap_req = v                /* died: fencelockd reaps */
        fi;
@@ -354,8 +345,10 @@ end_idle:
        :: else -> skip
        fi
     :: else ->
-#ifdef REAP_WAKES_ALWAYS
-       /* the proposed fix: wake the slot's waiters after every death */
+#ifndef BUG_REAP_NO_WAKE
+       /* fl__slots_free_where wakes the slot's sleepers after every death,
+        * freed or not: the dead client may have been a releaser killed
+        * between its release CAS and its wake */
        WAKE_WAITERS(0);
 #endif
        break
@@ -562,7 +555,7 @@ stale_retry:  skip;
                      :: st == s && lw == l ->
                         assert(gtok == mytok);                    /* STALE */
                         st = mytok << 1; lw = 0; gltok = 0;
-                        win[me] = true; ok = true
+                        ok = true
                      :: else -> s = st; l = lw; ok = false
                      fi
                  };

@@ -8,6 +8,9 @@
  * "lock_released_by_death".  fl_close with locks held counts as a death.
  * I10/I4: an unregistered holder (no supervisor) that dies is only freed at
  * its lease deadline, and the next holder sees FL_LEASE_EXPIRED.
+ * I5/I6: a releaser killed between its release CAS and its futex wake
+ * (stopped there by ptrace) does not leave its waiter asleep on the free
+ * lock until the lease deadline: the supervisor's reap wakes it.
  */
 #include <errno.h>
 #include <signal.h>
@@ -17,10 +20,12 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
 #include "agent.h"
+#include "tracer.h"
 
 #define LONG_LEASE AG_S(60)
 
@@ -244,6 +249,99 @@ static void test_inherited_socket_does_not_keep_locks(void **state)
     th_daemon_stop(&d, SIGTERM);
 }
 
+/* The traced releaser: acquire, report the lease, stop right before
+ * fl_release for the parent to single-step. */
+static int traced_releaser(void *arg, int in, int out)
+{
+    (void)in;
+    tr_traceme();
+    fl_region *r = NULL;
+    if (fl_open(arg, &r) != 0 || !fl_region_registered(r))
+        return 2;
+    fl_lease l;
+    int rc = fl_acquire(r, "death/window", LONG_LEASE, 0, &l);
+    char line[96];
+    snprintf(line, sizeof line, "%d %llu %llu", rc, (unsigned long long)l.token,
+             (unsigned long long)l.deadline_ns);
+    th_send(out, line);
+    if (rc != 0)
+        return 3;
+    raise(SIGSTOP); /* the parent steps us from here */
+    fl_release(r, &l);
+    return 4; /* never: killed inside fl_release */
+}
+
+/* I5 I6: the releaser dies after its release CAS and before its wake. */
+static void test_releaser_killed_before_wake(void **state)
+{
+    (void)state;
+    th_daemon d;
+    const char *region = th_path("window.region");
+    ag_daemon_start(&d, region);
+    fl_region *ro;
+    assert_int_equal(fl_open_readonly(region, &ro), 0);
+
+    th_child H;
+    assert_int_equal(th_child_start(&H, traced_releaser, (void *)region), 0);
+    ag_track_foreign(H.pid);
+    char line[96];
+    assert_int_equal(th_recv(H.from_child, line, sizeof line, 20000), 0);
+    int rc = -1;
+    unsigned long long token = 0, deadline = 0;
+    assert_int_equal(sscanf(line, "%d %llu %llu", &rc, &token, &deadline), 3);
+    assert_int_equal(rc, 0);
+    assert_int_equal(tr_wait_sigstop(H.pid, 20000), 0);
+
+    /* a waiter asleep in the kernel on the held key, until the lease ends */
+    ag W;
+    ag_start(&W, region);
+    assert_int_equal(W.open_rc, 0);
+    ag_send(&W, "acq w death/window %llu %lld", (unsigned long long)LONG_LEASE,
+            (long long)AG_S(50));
+    assert_true(ag_wait_waiters(ro, "death/window", 1, 20000));
+    assert_true(ag_wait_sleeping(W.c.pid, 20000));
+
+    /* step H into fl_release until its CAS has freed the key: it is then
+     * stopped right after that instruction, before it reads `waiters` */
+    tr_ctx t;
+    assert_int_equal(tr_run_to(&t, H.pid, (uintptr_t)&fl_release, 1000000), 0);
+    uint8_t last[8] = {0};
+    fl_lock_info li;
+    for (;;) {
+        assert_int_equal(ag_lock_info(ro, "death/window", &li), 0);
+        if (li.state == FL_LOCK_FREE)
+            break;
+        assert_true(t.steps < 10000);
+        assert_false(t.returned);
+        tr_rip(H.pid, last);
+        assert_int_equal(tr_step(&t, 1, NULL, NULL), 0);
+    }
+    assert_true(tr_is_lock_cmpxchg16b(last)); /* the release is one pair CAS */
+    assert_int_equal(li.token, token);
+    /* nobody woke the waiter: it is still asleep on the free lock */
+    assert_true(ag_wait_sleeping(W.c.pid, 20000));
+    ag_reply rw;
+    assert_int_equal(ag_read(&W, &rw, 0), -1);
+
+    uint64_t t_kill = th_now_ns();
+    kill(H.pid, SIGKILL);
+    int st = th_child_wait(&H, 20000);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+
+    /* the reap wakes it long before the 60 s deadline it was sleeping to */
+    assert_int_equal(ag_read(&W, &rw, 40000), 0);
+    assert_int_equal(rw.rc, 0);
+    assert_int_equal(rw.token, token + 1);
+    assert_int_equal(rw.flags, 0); /* released, not freed by death */
+    assert_true(rw.t_end - t_kill < AG_S(10));
+    assert_true(rw.t_end < deadline);
+    assert_true(th_daemon_log_wait(&d, "\"client_gone\"", 1, 20000));
+    assert_int_equal(ag_do(&W, "rel w").rc, 0);
+    assert_int_equal(ag_stop(&W), 0);
+    fl_close(ro);
+    th_daemon_stop(&d, SIGTERM);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -251,6 +349,7 @@ int main(void)
         cmocka_unit_test_teardown(test_close_releases_as_death, ag_teardown),
         cmocka_unit_test_teardown(test_unregistered_death_falls_back_to_lease, ag_teardown),
         cmocka_unit_test_teardown(test_inherited_socket_does_not_keep_locks, ag_teardown),
+        cmocka_unit_test_teardown(test_releaser_killed_before_wake, ag_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
