@@ -7,6 +7,8 @@
  * I7: a waiter blocked for about 2 s on a key held with a long lease, and
  * one waiting (FL_WAIT_FOREVER) for a stopped holder's lease to run out,
  * use at most a few clock ticks of CPU.
+ * A timed sleep narrows the thread's timer slack (takeover lateness, I4)
+ * and gives the caller back the slack it had.
  */
 #include <errno.h>
 #include <signal.h>
@@ -15,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <setjmp.h>
 #include <cmocka.h>
@@ -194,12 +197,37 @@ static void test_waiter_uses_no_cpu(void **state)
     th_daemon_stop(&d, SIGTERM);
 }
 
+/* The sleep's narrow timer slack is the library's business only. */
+static void test_wait_restores_timer_slack(void **state)
+{
+    (void)state;
+    th_daemon d;
+    const char *region = th_path("slack.region");
+    ag_daemon_start(&d, region);
+    ag H;
+    ag_start(&H, region);
+    assert_int_equal(ag_do(&H, "acq h slack/key %llu 0", (unsigned long long)LONG_LEASE).rc, 0);
+
+    fl_region *r;
+    assert_int_equal(fl_open(region, &r), 0);
+    const int mine = 123457;
+    assert_int_equal(prctl(PR_SET_TIMERSLACK, mine, 0, 0, 0), 0);
+    fl_lease l;
+    assert_int_equal(fl_acquire(r, "slack/key", LONG_LEASE, (int64_t)AG_MS(50), &l), -ETIMEDOUT);
+    assert_int_equal(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), mine);
+    fl_close(r);
+    assert_int_equal(ag_do(&H, "rel h").rc, 0);
+    assert_int_equal(ag_stop(&H), 0);
+    th_daemon_stop(&d, SIGTERM);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_killed_waiter_does_not_strand_others, ag_teardown),
         cmocka_unit_test_teardown(test_timeout_and_signal_do_not_strand_others, ag_teardown),
         cmocka_unit_test_teardown(test_waiter_uses_no_cpu, ag_teardown),
+        cmocka_unit_test_teardown(test_wait_restores_timer_slack, ag_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
