@@ -62,13 +62,19 @@
  *                    FREE:  how the last holding ended (FL__FREED_*)
  *   16  u32 wake_seq futex word: bumped on every release with waiters
  *   20  u32 waiters  processes between deciding to sleep and waking up
- *   24  u32 holder_pid, 28 u32 reserved  (informational, written after acquire)
- *   32  u64 holder_client_id (informational)
- *   40  u64 counters[8]: acquisitions, contended, expiries_taken, deaths,
+ *   24  key: u32 hash, u32 len, char bytes[128]  (immutable once published)
+ *   160 u32 holder_pid, 164 u32 reserved  (informational, written after acquire)
+ *   168 u64 holder_client_id (informational)
+ *   176 u64 counters[8]: acquisitions, contended, expiries_taken, deaths,
  *                        renewals, renew_failed, releases, release_failed
- *   104 key: u32 hash, u32 len, char bytes[128]  (immutable once published)
  *   240 u64 last_stale_token, 248 u32 last_stale_pid, 252 u32 last_stale_op
  *                        (the last renew or release refused as stale)
+ *   The first cache line holds what a lookup and a handoff touch: the pair,
+ *   the futex word and the key's header with its first 32 bytes.  The
+ *   statistics and holder fields, written on every acquisition and release,
+ *   live on later lines, so a waiter polling the pair does not take them
+ *   from the holder (format 1 had them on the pair's line; docs/benchmarks.md
+ *   measures the move).
  *
  * CLIENT ENTRY (FL__CLIENT_SIZE = 64; written only by the supervisor)
  *   0 u32 state (FL__CLIENT_FREE / _ATTACHED / _ADOPTED), 4 u32 pid, 8 u32 uid,
@@ -106,7 +112,7 @@
 #include <stdint.h>
 
 #define FL__MAGIC "FENCELK"
-#define FL__FORMAT_VERSION 1u
+#define FL__FORMAT_VERSION 2u
 #define FL__BYTE_ORDER_MARK 0x01020304u
 #define FL__HEADER_SIZE 4096u
 #define FL__SLOT_SIZE 256u
@@ -183,11 +189,11 @@ struct fl__slot {
     struct fl__pair pair;
     _Atomic uint32_t wake_seq;
     _Atomic uint32_t waiters;
+    struct fl__key key;
     _Atomic uint32_t holder_pid;
     uint32_t reserved0;
     _Atomic uint64_t holder_client_id;
     _Atomic uint64_t counters[FL__C_COUNT];
-    struct fl__key key;
     _Atomic uint64_t last_stale_token;
     _Atomic uint32_t last_stale_pid;
     _Atomic uint32_t last_stale_op;
@@ -306,10 +312,10 @@ struct fl__event {
 
 _Static_assert(sizeof(struct fl__key) == 136, "key layout");
 _Static_assert(offsetof(struct fl__slot, wake_seq) == 16, "slot layout");
-_Static_assert(offsetof(struct fl__slot, holder_pid) == 24, "slot layout");
-_Static_assert(offsetof(struct fl__slot, holder_client_id) == 32, "slot layout");
-_Static_assert(offsetof(struct fl__slot, counters) == 40, "slot layout");
-_Static_assert(offsetof(struct fl__slot, key) == 104, "slot layout");
+_Static_assert(offsetof(struct fl__slot, holder_pid) == 160, "slot layout");
+_Static_assert(offsetof(struct fl__slot, holder_client_id) == 168, "slot layout");
+_Static_assert(offsetof(struct fl__slot, counters) == 176, "slot layout");
+_Static_assert(offsetof(struct fl__slot, key) == 24, "slot layout");
 _Static_assert(sizeof(struct fl__slot) == FL__SLOT_SIZE, "slot size");
 _Static_assert(sizeof(struct fl__client) == FL__CLIENT_SIZE, "client size");
 _Static_assert(offsetof(struct fl__record, bound_slot) == 8, "record layout");
