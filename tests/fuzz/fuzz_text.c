@@ -1,0 +1,96 @@
+/*
+ * fuzz_text.c - libFuzzer harness for the text parsers of untrusted input
+ * outside the library (I9): durations on the fencelock command line
+ * (tools/fencelock/duration.c) and fencelockd's durable state file
+ * (src/fencelockd/durable.c), which an operator or a failing disk may have
+ * left in any shape.
+ *
+ * Besides "no crash, no sanitizer report", it checks what each parser
+ * promises:
+ *   duration   accepted: the value is at most CLI_DURATION_MAX_NS, and
+ *              formatting it gives text that parses back to the same value;
+ *              refused: a reason is given and *ns is left alone.
+ *   state file accepted: exactly the canonical text the supervisor writes
+ *              for that epoch (durable_store's body), so nothing else can
+ *              set an epoch; refused: an error message naming the file.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../tools/fencelock/duration.h"
+#include "fencelockd/fencelockd.h"
+
+static char state_path[64];
+
+static void remove_state(void)
+{
+    unlink(state_path);
+}
+
+static void fuzz_duration(const uint8_t *data, size_t size)
+{
+    char *text = malloc(size + 1);
+    if (!text)
+        return;
+    memcpy(text, data, size);
+    text[size] = '\0';
+    const uint64_t untouched = 0x5eed5eed5eed5eedull;
+    uint64_t ns = untouched;
+    const char *why = NULL;
+    if (cli_parse_duration(text, &ns, &why) == 0) {
+        if (ns > CLI_DURATION_MAX_NS)
+            abort();
+        char buf[64];
+        cli_format_duration(ns, buf, sizeof buf);
+        uint64_t again = 0;
+        if (cli_parse_duration(buf, &again, &why) != 0 || again != ns)
+            abort(); /* the format is not read back as the same duration */
+    } else if (!why || !*why || ns != untouched) {
+        abort();
+    }
+    free(text);
+}
+
+static void fuzz_state_file(const uint8_t *data, size_t size)
+{
+    if (!state_path[0]) {
+        snprintf(state_path, sizeof state_path, "/tmp/flfuzz-state.%d", (int)getpid());
+        atexit(remove_state);
+    }
+    int fd = open(state_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        abort();
+    if (size > 0 && write(fd, data, size) != (ssize_t)size)
+        abort();
+    close(fd);
+    uint64_t epoch = 0;
+    char err[512] = "";
+    int rc = durable_load(state_path, &epoch, err, sizeof err);
+    if (rc == 0) {
+        /* only the canonical text for that epoch is accepted */
+        char want[128];
+        int n = snprintf(want, sizeof want, "fencelock-state 1\nepoch %llu\n",
+                         (unsigned long long)epoch);
+        if (n <= 0 || size < (size_t)n || memcmp(data, want, (size_t)n) != 0)
+            abort();
+    } else if (rc >= 0 || !strstr(err, state_path)) {
+        abort();
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    /* The first byte chooses the parser; the rest is its input. */
+    if (size == 0)
+        return 0;
+    if (data[0] & 1)
+        fuzz_state_file(data + 1, size - 1);
+    else
+        fuzz_duration(data + 1, size - 1);
+    return 0;
+}
