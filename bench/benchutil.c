@@ -47,7 +47,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "Usage: %s [--quick|--full] [--dir DIR] [--csv FILE] [--raw DIR] [--budget S]\n"
-            "          [--fencelockd PATH] [--sqlite-dir DIR]\n"
+            "          [--fencelockd PATH] [--sqlite-dir DIR] [--disk-dir DIR]\n"
             "Benchmark question %d of bench/ (see docs/benchmarks.md); appends CSV rows\n"
             "kind,question,case,metric,value,unit,target,verdict.\n",
             prog, question);
@@ -66,6 +66,7 @@ void fb_init(int argc, char **argv, int q, const char *name)
         {"raw", required_argument, NULL, 'r'},   {"budget", required_argument, NULL, 'b'},
         {"fencelockd", required_argument, NULL, 'F'},
         {"sqlite-dir", required_argument, NULL, 's'},
+        {"disk-dir", required_argument, NULL, 'D'},
         {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
     };
     int c;
@@ -79,6 +80,7 @@ void fb_init(int argc, char **argv, int q, const char *name)
         case 'b': fb_opt.budget_s = atof(optarg); break;
         case 'F': fb_opt.fencelockd = optarg; break;
         case 's': fb_opt.sqlite_dir = optarg; break;
+        case 'D': fb_opt.disk_dir = optarg; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }

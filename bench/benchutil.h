@@ -12,6 +12,8 @@
  *   --raw DIR          write plot data here (default: none)
  *   --budget SECONDS   stop measuring early to finish within this time
  *   --fencelockd PATH  the supervisor to start (default: the one built)
+ *   --sqlite-dir DIR   fb_commit: where SQLite's database goes
+ *   --disk-dir DIR     fb_disk: where the disk-backed region goes
  */
 #ifndef FB_BENCHUTIL_H
 #define FB_BENCHUTIL_H
@@ -30,6 +32,7 @@ struct fb_opts {
     double budget_s;
     const char *fencelockd;
     const char *sqlite_dir; /* commit: where the SQLite database goes (default: a /tmp dir) */
+    const char *disk_dir;   /* disk: where the disk-backed region goes (default: a /var/tmp dir) */
 };
 
 extern struct fb_opts fb_opt;

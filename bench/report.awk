@@ -17,6 +17,7 @@ BEGIN {
     title[4] = "4. Pause across expiry (the headline)"
     title[5] = "5. Death of a holder"
     title[6] = "6. Scale: keys and waiters"
+    title[7] = "7. A region on disk (durable records) against tmpfs"
 }
 NR == 1 && $1 == "kind" { next }
 $1 == "machine" { mach[$3] = $4; machorder[++nm] = $3; next }
@@ -83,7 +84,7 @@ END {
         printf "| %s | %s | %s | %s | %s | **%s** |\n", tq[i], tname[i], tmeas[i], tval[i], tlim[i], tverd[i]
     printf "\n"
 
-    for (q = 1; q <= 6; q++) {
+    for (q = 1; q <= 7; q++) {
         if (!(q in hasq)) {
             printf "## %s\n\nno results (the program failed or was not run; see its log)\n\n", title[q]
             continue
