@@ -184,14 +184,14 @@ int main(int argc, char **argv)
         disk = own;
     }
     double secs = fb_opt.full ? 8.0 : 2.0;
-    measure("tmpfs", fb_opt.dir, secs);
-    measure("disk", disk, secs);
+    measure("region in memory", fb_opt.dir, secs);
+    measure("region on disk", disk, secs);
     if (own[0])
         rmdir(own);
     fb_note("one process on one CPU; fencelockd with --flush-interval 1 in both places; "
             "single operations timed one by one for at least 2.2 s (two flushes); msync "
-            "(MS_SYNC) of the whole region after dirtying %d lock slots and a record, as "
-            "fencelockd flushes",
+            "(MS_SYNC) of the whole region after dirtying %d lock slots and a record (what "
+            "fencelockd does at each flush)",
             DIRTY_KEYS);
     fb_note("disk directory %s", disk);
     return 0;
