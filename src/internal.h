@@ -148,8 +148,12 @@ typedef void (*fl__freed_fn)(void *ctx, uint32_t slot, uint64_t token);
 /* Free every lock held by client index `client` (it died or closed). Returns
  * how many were freed.  Supervisor only. */
 uint32_t fl__slots_reap_client(fl_region *r, uint32_t client, fl__freed_fn fn, void *ctx);
-/* Void every held lease (a new boot).  Supervisor only, before clients open. */
+/* Void every held lease (a new boot) and zero the waiter counts.
+ * Supervisor only, before clients open. */
 uint32_t fl__slots_void_all(fl_region *r, fl__freed_fn fn, void *ctx);
+/* Wake the sleepers of every key that has any (after clients went away:
+ * one may have died between its release and its wake).  Supervisor only. */
+void fl__slots_wake_sleepers(fl_region *r);
 /* The newest token slot i has handed out. */
 uint64_t fl__slot_token(const fl_region *r, uint32_t i);
 

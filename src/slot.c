@@ -373,9 +373,10 @@ int fl_release(fl_region *r, const fl_lease *lease)
          * the holding was never overlapped, expired or not. */
         if (fl__pair_cas(&sl->pair, &s, &l, lease->token << FL__TOKEN_SHIFT, 0)) {
             fl__count(sl, FL__C_RELEASES);
-            /* Killed here, between the CAS and the wake: fencelockd's reap
-             * wakes this slot's sleepers (fl__slots_free_where).  Stopped
-             * here, or unregistered: they wake at the deadline they saw. */
+            /* Killed here, between the CAS and the wake: fencelockd wakes
+             * the sleepers when it reaps us (fl__slots_wake_sleepers).
+             * Stopped here, or unregistered: they wake at the deadline they
+             * saw (I4). */
             fl__wake_waiters(sl);
             return 0;
         }
@@ -406,18 +407,7 @@ uint64_t fl__slot_token(const fl_region *r, uint32_t i)
 }
 
 /* Free the slots held by `client` (or every held slot, if `any`), leaving
- * `why` in the lease word; supervisor only.
- *
- * After a death, also wake the waiters of every slot that has any, freed
- * here or not: the dead process may have been a releaser killed between its
- * release CAS and its futex wake (fl_release), which leaves the lock free
- * and its waiters asleep until the deadline of the lease they saw.  The
- * region does not record who released last, so every slot with sleepers is
- * woken; they re-read the pair and, if it is still held, sleep again.  A
- * death costs one spurious wake per contended key, deaths are rare, and I5
- * then holds for the waiters of a dying releaser too (src/slot.pml found
- * this window; model_slot_wakeup checks the fix, BUG_REAP_NO_WAKE the old
- * reap).  test_releaser_killed_before_wake stops a real releaser there. */
+ * `why` in the lease word, and wake their waiters. */
 static uint32_t fl__slots_free_where(fl_region *r, uint32_t client, bool any, uint64_t why,
                                      fl__freed_fn fn, void *ctx)
 {
@@ -428,27 +418,54 @@ static uint32_t fl__slots_free_where(fl_region *r, uint32_t client, bool any, ui
         struct fl__slot *sl = fl__slot_at(r, i);
         uint64_t s = 0, l = 0;
         fl__pair_load(&sl->pair, &s, &l);
-        bool freed_here = false;
         while ((s & FL__HELD) && (any || fl__owner(l) == client)) {
             if (fl__pair_cas(&sl->pair, &s, &l, s & ~FL__HELD, why)) {
-                freed_here = true;
+                /* wake before logging: the waiters' latency (I5) should not
+                 * include a write to the log */
+                fl__wake_waiters(sl);
+                if (why == FL__FREED_BY_DEATH)
+                    fl__count(sl, FL__C_DEATHS);
+                if (fn)
+                    fn(ctx, i, s >> FL__TOKEN_SHIFT);
+                freed++;
                 break;
             }
             /* changed under us (an expiry takeover): look again */
         }
-        /* Wake before logging: the waiters' latency (I5) should not include
-         * our write to the log.  After our CAS, a full barrier, when we freed
-         * the slot: the Dekker pairing with `waiters`, as in fl_release. */
-        fl__wake_waiters(sl);
-        if (freed_here) {
-            if (why == FL__FREED_BY_DEATH)
-                fl__count(sl, FL__C_DEATHS);
-            if (fn)
-                fn(ctx, i, s >> FL__TOKEN_SHIFT);
-            freed++;
-        }
     }
     return freed;
+}
+
+/*
+ * Wake the sleepers of every key that has any; fencelockd calls it after a
+ * round of its event loop in which a client went away.
+ *
+ * Why: a releaser killed between its release CAS and its futex wake
+ * (fl_release) leaves the lock free and its waiters asleep until the
+ * deadline of the lease they saw, and its reap finds nothing held by it.
+ * The region does not record who released last (the free lease word keeps
+ * how the last holding ended), so every key with sleepers is woken; they
+ * re-read the pair and sleep again if it is held.  src/slot.pml found the
+ * window; model_slot_wakeup checks this fix and BUG_REAP_NO_WAKE the reap
+ * without it; test_releaser_killed_before_wake stops a real releaser there.
+ *
+ * Ordering: a sleeper's seq_cst increment of `waiters` precedes its re-read
+ * of the pair, which saw the lock held, so it precedes the dead releaser's
+ * CAS; that CAS precedes the process's exit, which precedes the event that
+ * brought us here.  Our seq_cst load of `waiters` therefore sees the sleeper.
+ *
+ * Cost: one load per key, and a futex wake per key with sleepers, per round
+ * in which any client went (a clean fl_close looks like a death from here:
+ * the socket closes in both cases).  A sleeper on a key held by a live
+ * holder wakes for nothing a few microseconds, once per such round.
+ */
+void fl__slots_wake_sleepers(fl_region *r)
+{
+    struct fl__keytab t;
+    fl__keytab_locks(r, &t);
+    uint32_t used = fl__keytab_used(&t);
+    for (uint32_t i = 0; i < used; i++)
+        fl__wake_waiters(fl__slot_at(r, i));
 }
 
 uint32_t fl__slots_reap_client(fl_region *r, uint32_t client, fl__freed_fn fn, void *ctx)
@@ -460,7 +477,18 @@ uint32_t fl__slots_reap_client(fl_region *r, uint32_t client, fl__freed_fn fn, v
 
 uint32_t fl__slots_void_all(fl_region *r, fl__freed_fn fn, void *ctx)
 {
-    return fl__slots_free_where(r, 0, true, FL__FREED_VOID, fn, ctx);
+    uint32_t voided = fl__slots_free_where(r, 0, true, FL__FREED_VOID, fn, ctx);
+    /* No process of the earlier boot is left to take back its count of
+     * waiters, and no client of this boot has opened yet (fl_open answers
+     * -EAGAIN until the voiding is done): start the counts from zero, or
+     * every release of those keys would make a futex call for nobody. */
+    struct fl__keytab t;
+    fl__keytab_locks(r, &t);
+    uint32_t used = fl__keytab_used(&t);
+    for (uint32_t i = 0; i < used; i++)
+        /* relaxed: nobody else runs on the region yet */
+        atomic_store_explicit(&fl__slot_at(r, i)->waiters, 0, memory_order_relaxed);
+    return voided;
 }
 
 int fl_lock_info_get(fl_region *r, uint32_t index, fl_lock_info *info)

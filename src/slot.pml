@@ -129,7 +129,7 @@
  *                     loaded, not a fresh one: passes the safety search,
  *                     fails the non-progress search (a livelock: --np).
  */
-/* C-VERSION: src/slot.c git-blob 34c389c0f6cf526b06a3399f15b2f044ce8646f4 */
+/* C-VERSION: src/slot.c git-blob 5de4cd7c52f21cef47763457f6485ffa2e0a9ebb */
 
 #ifndef NC
 #define NC 3
@@ -346,9 +346,10 @@ end_idle:
        fi
     :: else ->
 #ifndef BUG_REAP_NO_WAKE
-       /* fl__slots_free_where wakes the slot's sleepers after every death,
-        * freed or not: the dead client may have been a releaser killed
-        * between its release CAS and its wake */
+       /* fencelockd wakes every slot's sleepers after a round in which a
+        * client went (fl__slots_wake_sleepers), freed or not: the dead
+        * client may have been a releaser killed between its release CAS
+        * and its wake */
        WAKE_WAITERS(0);
 #endif
        break

@@ -45,6 +45,7 @@ struct registry {
     /* what each pollfd of the last registry_pollfds call stands for */
     struct tag { int kind; uint32_t index; } *tags;
     int ntags;
+    bool reaped; /* a client went away since the last wake_after_reaping */
 };
 
 enum { TAG_PENDING, TAG_CONN, TAG_PIDFD };
@@ -143,6 +144,7 @@ static void reap(struct registry *g, uint32_t i, const char *reason)
         close(cl->pidfd);
     cl->conn = cl->pidfd = -1;
     cl->used = false;
+    g->reaped = true;
     /* release: the reaping above happens before the index can be handed out
      * again (we hand it out ourselves, but tools read the table) */
     atomic_store_explicit(&e->state, FL__CLIENT_FREE, memory_order_release);
@@ -154,6 +156,17 @@ static void reap(struct registry *g, uint32_t i, const char *reason)
     log_u64("locks_released", locks);
     log_u64("buffers_released", buffers);
     log_end();
+}
+
+/* After reaping, wake every key's sleepers, once per round of events: the
+ * client may have died between a release and its wake-up call
+ * (fl__slots_wake_sleepers says why and what it costs). */
+static void wake_after_reaping(struct registry *g)
+{
+    if (!g->reaped)
+        return;
+    g->reaped = false;
+    fl__slots_wake_sleepers(g->r);
 }
 
 /* Is the client's process still the one that registered? */
@@ -191,6 +204,7 @@ void registry_adopt(struct registry *g)
         log_u64("pid", atomic_load_explicit(&e->pid, memory_order_relaxed));
         log_end();
     }
+    wake_after_reaping(g);
 }
 
 void registry_accept(struct registry *g, int fd)
@@ -362,6 +376,7 @@ void registry_handle(struct registry *g, const struct pollfd *fds, int n)
         else if (fds[k].fd == g->clients[i].conn)
             conn_event(g, i);
     }
+    wake_after_reaping(g);
 }
 
 void registry_tick(struct registry *g)
@@ -372,4 +387,5 @@ void registry_tick(struct registry *g)
         if (cl->used && cl->conn < 0 && cl->pidfd < 0 && !process_alive(g, i))
             reap(g, i, "died");
     }
+    wake_after_reaping(g);
 }

@@ -215,8 +215,33 @@ static int hold_child(void *arg, int in, int out)
     return 0;
 }
 
+static int wait_child(void *arg, int in, int out)
+{
+    (void)in;
+    (void)out;
+    struct holder *h = arg;
+    fl_region *r;
+    if (fl_open(h->region, &r) != 0)
+        return 1;
+    fl_lease l;
+    fl_acquire(r, "held", LEASE, FL_WAIT_FOREVER, &l); /* killed while asleep */
+    return 2;
+}
+
+/* The lock info of `key` (the slots are few: scan them). */
+static fl_lock_info key_info(fl_region *r, const char *key)
+{
+    fl_lock_info li;
+    for (uint32_t i = 0; fl_lock_info_get(r, i, &li) != -ERANGE; i++)
+        if (strcmp(li.key, key) == 0)
+            return li;
+    fail_msg("no lock slot for key %s", key);
+    return li;
+}
+
 /* I11: a new boot voids every lease of the old one; the region keeps its
- * tokens (I1). */
+ * tokens (I1).  The waiter counts of the old boot start again from zero
+ * (its waiters are gone with it). */
 static void test_reboot_voids_leases(void **state)
 {
     (void)state;
@@ -232,10 +257,20 @@ static void test_reboot_voids_leases(void **state)
     char line[64];
     assert_int_equal(th_recv(c.from_child, line, sizeof line, 10000), 0);
     uint64_t old = strtoull(line, NULL, 10);
+    th_child w;
+    assert_int_equal(th_child_start(&w, wait_child, &h), 0);
+    fl_region *ro;
+    assert_int_equal(fl_open_readonly(region, &ro), 0);
+    for (int i = 0; i < 2000 && key_info(ro, "held").waiters == 0; i++)
+        usleep(5000); /* until the waiter is counted; bounded */
+    assert_int_equal(key_info(ro, "held").waiters, 1);
+    fl_close(ro);
     /* The machine "goes down": supervisor first, so nobody frees the lock. */
     th_daemon_stop(&d, SIGKILL);
     kill(c.pid, SIGKILL);
+    kill(w.pid, SIGKILL);
     th_child_wait(&c, 5000);
+    th_child_wait(&w, 5000);
 
     write_boot_id(boot, "22222222-2222-2222-2222-222222222222");
     fl_region *r;
@@ -246,6 +281,7 @@ static void test_reboot_voids_leases(void **state)
     assert_true(th_daemon_log_wait(&d, "\"event\":\"new_boot\"", 1, 5000));
     assert_true(th_daemon_log_wait(&d, "\"event\":\"lease_voided\"", 1, 5000));
     assert_int_equal(fl_open(region, &r), 0);
+    assert_int_equal(key_info(r, "held").waiters, 0);
     fl_lease l;
     assert_int_equal(fl_acquire(r, "held", LEASE, 0, &l), 0); /* no wait for the 60 s lease */
     assert_true(l.flags & FL_LEASE_EXPIRED);
