@@ -56,9 +56,18 @@ int durable_default_path(const char *region, char *buf, size_t cap)
     return w < 0 || (size_t)w >= cap ? -ENAMETOOLONG : 0;
 }
 
-static void body(char *out, size_t cap, uint64_t epoch)
+/* The whole file for an epoch, as it is written; the reader accepts
+ * exactly this text and nothing else.  Returns its length (body_len: the
+ * length of the two checksummed lines). */
+static size_t render(char *out, size_t cap, uint64_t epoch, size_t *body_len)
 {
-    snprintf(out, cap, "fencelock-state 1\nepoch %llu\n", (unsigned long long)epoch);
+    int n = snprintf(out, cap, "fencelock-state 1\nepoch %llu\n", (unsigned long long)epoch);
+    size_t len = n > 0 && (size_t)n < cap ? (size_t)n : 0;
+    if (body_len)
+        *body_len = len;
+    snprintf(out + len, cap - len, "checksum %016llx\n",
+             (unsigned long long)fl__checksum(out, len));
+    return strlen(out);
 }
 
 int durable_load(const char *path, uint64_t *epoch, char *err, size_t errcap)
@@ -73,30 +82,25 @@ int durable_load(const char *path, uint64_t *epoch, char *err, size_t errcap)
     size_t n = fread(text, 1, sizeof text - 1, f);
     fclose(f);
     text[n] = '\0';
-    /* Exactly: "fencelock-state 1\nepoch N\nchecksum HEX\n" */
+    /* Read the epoch, then demand the file be exactly the text written for
+     * it: no blanks, signs, leading zeros or trailing bytes anywhere. */
     static const char head[] = "fencelock-state 1\nepoch ";
-    char *p = text, *end;
-    unsigned long long e = 0, sum = 0;
-    bool ok = strncmp(p, head, sizeof head - 1) == 0;
+    char *end;
+    unsigned long long e = 0;
+    bool ok = n > sizeof head - 1 && memcmp(text, head, sizeof head - 1) == 0 &&
+              text[sizeof head - 1] >= '0' && text[sizeof head - 1] <= '9';
     if (ok) {
-        p += sizeof head - 1;
         errno = 0;
-        e = strtoull(p, &end, 10);
-        ok = errno == 0 && end != p && *p != '-' && strncmp(end, "\nchecksum ", 10) == 0;
+        e = strtoull(text + sizeof head - 1, &end, 10);
+        ok = errno == 0;
     }
-    if (ok) {
-        p = end + 10;
-        errno = 0;
-        sum = strtoull(p, &end, 16);
-        ok = errno == 0 && end != p && *p != '-' && end[0] == '\n' && end[1] == '\0';
-    }
-    if (!ok) {
+    char want[128];
+    size_t body_len = 0, want_len = ok ? render(want, sizeof want, e, &body_len) : 0;
+    if (!ok || n < body_len || memcmp(text, want, body_len) != 0) {
         snprintf(err, errcap, "state file %s is not a fencelock state file (version 1)", path);
         return -EPROTO;
     }
-    char want[128];
-    body(want, sizeof want, e);
-    if (fl__checksum(want, strlen(want)) != sum || strncmp(text, want, strlen(want)) != 0) {
+    if (n != want_len || memcmp(text, want, n) != 0) {
         snprintf(err, errcap, "state file %s is corrupt (checksum mismatch); refusing to guess "
                               "an epoch: restore it or start with --min-token", path);
         return -EPROTO;
@@ -140,11 +144,7 @@ int durable_store(const char *path, uint64_t epoch, char *err, size_t errcap)
     }
     char tmp[4200], text[256];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    body(text, sizeof text, epoch);
-    size_t len = strlen(text);
-    snprintf(text + len, sizeof text - len, "checksum %016llx\n",
-             (unsigned long long)fl__checksum(text, len));
-    len = strlen(text);
+    size_t len = render(text, sizeof text, epoch, NULL);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         rc = fl__neg_errno();

@@ -10,9 +10,9 @@
  *   duration   accepted: the value is at most CLI_DURATION_MAX_NS, and
  *              formatting it gives text that parses back to the same value;
  *              refused: a reason is given and *ns is left alone.
- *   state file accepted: exactly the canonical text the supervisor writes
- *              for that epoch (durable_store's body), so nothing else can
- *              set an epoch; refused: an error message naming the file.
+ *   state file accepted: exactly the file the supervisor writes for that
+ *              epoch, byte for byte, so nothing else can set an epoch;
+ *              refused: an error message naming the file.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -62,8 +62,10 @@ static void fuzz_state_file(const uint8_t *data, size_t size)
         atexit(remove_state);
     }
     int fd = open(state_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        abort();
+    if (fd < 0) {
+        perror(state_path); /* the harness's own set-up failed, not the parser */
+        exit(1);
+    }
     if (size > 0 && write(fd, data, size) != (ssize_t)size)
         abort();
     close(fd);
@@ -71,11 +73,15 @@ static void fuzz_state_file(const uint8_t *data, size_t size)
     char err[512] = "";
     int rc = durable_load(state_path, &epoch, err, sizeof err);
     if (rc == 0) {
-        /* only the canonical text for that epoch is accepted */
+        /* only the whole canonical file for that epoch is accepted */
         char want[128];
         int n = snprintf(want, sizeof want, "fencelock-state 1\nepoch %llu\n",
                          (unsigned long long)epoch);
-        if (n <= 0 || size < (size_t)n || memcmp(data, want, (size_t)n) != 0)
+        if (n <= 0 || (size_t)n >= sizeof want)
+            abort();
+        snprintf(want + n, sizeof want - (size_t)n, "checksum %016llx\n",
+                 (unsigned long long)fl__checksum(want, (size_t)n));
+        if (size != strlen(want) || memcmp(data, want, size) != 0)
             abort();
     } else if (rc >= 0 || !strstr(err, state_path)) {
         abort();
