@@ -51,10 +51,10 @@ static void op_acqrel(void *ctx, size_t n)
     (void)ctx;
     for (size_t i = 0; i < n; i++) {
         fl_lease l;
-        int e = fl_acquire(R, KEY, LEASE_NS, 0, &l);
-        e |= fl_release(R, &l);
-        if (e)
-            fb_die("acquire/release: %s", fl_last_error());
+        if (fl_acquire(R, KEY, LEASE_NS, 0, &l) != 0)
+            fb_die("acquire: %s", fl_last_error());
+        if (fl_release(R, &l) != 0)
+            fb_die("release: %s", fl_last_error());
     }
 }
 

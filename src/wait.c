@@ -30,7 +30,10 @@ int fl__futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_
     /* A timed sleep ends at a holder's deadline, where the waiter takes the
      * lease over (I4): the kernel's default timer slack (50 us) would add up
      * to that much lateness.  Narrow it for this sleep only, then restore
-     * the caller's: two prctl calls on a path that is about to sleep. */
+     * the caller's: prctl calls on a path that is about to sleep anyway.
+     * Limits: PR_GET_TIMERSLACK answers an int, so a slack above INT_MAX
+     * reads as negative and is left alone; a signal handler that longjmps
+     * out of the sleep leaves the narrow slack behind. */
     int slack = tsp ? prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0) : -1;
     if (slack > FL__WAIT_SLACK_NS)
         prctl(PR_SET_TIMERSLACK, FL__WAIT_SLACK_NS, 0, 0, 0);
