@@ -32,6 +32,8 @@
  *   reap      fencelockd, fl__slots_reap_client for a dead client: load;
  *             while held by it: CAS -> free(T, FREED_BY_DEATH), then
  *             fl__wake_waiters; failed: loop with the pair handed back.
+ *             Then fl__slots_wake_sleepers: fl__wake_waiters on the slot
+ *             whether or not it was freed (one key: the model's slot).
  *   futex     futex_wait compares the word and queues the caller in one
  *             step; it returns when futex_wake dequeues it, at its absolute
  *             deadline, or by the caller's own timeout or a signal.
