@@ -41,8 +41,11 @@
  * - Waiters are woken all at once on release; with hundreds of waiters on
  *   one key that is a thundering herd (correct, not cheap).
  * - A waiter killed by SIGKILL while asleep leaves the key's waiter count
- *   one too high: later releases of that key make one futex system call each
- *   (correctness is unaffected).
+ *   one too high until the next boot: later releases of that key make one
+ *   futex system call each (correctness is unaffected).
+ * - When clients go away, fencelockd wakes the sleepers of every key that
+ *   has any (one of them may have died between its release and its wake);
+ *   a sleeper on a key that is still held sleeps again.
  * - Regions are for one host.  Never put one on NFS or share it between
  *   machines: the clock and the futexes are per host.
  * - Lease deadlines are kept in microseconds of CLOCK_MONOTONIC in 48 bits:
@@ -150,7 +153,8 @@ FL_API void fl_close(fl_region *r);
  *   wakes on release, on the holder's death, and at the holder's deadline,
  *   when it takes the expired lease over.  While it sleeps, the calling
  *   thread's timer slack is narrowed to 1 us (so the takeover is not up to
- *   50 us late) and restored afterwards.  Signals do not end a wait: a
+ *   50 us late) and restored afterwards (not if a signal handler longjmps
+ *   out of the wait).  Signals do not end a wait: a
  *   handler runs, then the wait goes on.
  * lease: receives token, deadline, slot and flags.
  *

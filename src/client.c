@@ -6,7 +6,8 @@
  * the peer's credentials from the kernel (SO_PEERCRED), assigns a client
  * table index and id, and when the connection closes or the process exits
  * it frees every lock that index still holds (I5).  The connection is the
- * only system-call path of the library besides futex waits and wakes.
+ * only system-call path of the library besides futex waits and wakes (and
+ * the timer-slack prctl calls around a timed wait, wait.c).
  */
 #include <fcntl.h>
 #include <stdio.h>

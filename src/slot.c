@@ -53,7 +53,9 @@
  *   `waiters` sees the waiter (both sides are full barriers: Dekker), and the
  *   bumped wake_seq makes a late futex_wait return at once: no lost wakeup.
  *   Waking all waiters, not one, is what makes I6 hold when a woken waiter
- *   dies, times out or is interrupted before it takes the lock.  Waiters
+ *   dies, times out or is interrupted before it takes the lock.  A releaser
+ *   killed between its CAS and its wake: fencelockd wakes the sleepers when
+ *   it reaps the dead process (fl__slots_wake_sleepers).  Waiters
  *   also wake at the holder's deadline and take the expired lease over, so a
  *   stopped or dead holder delays them by its lease at most (I4).
  */

@@ -131,7 +131,7 @@
  *                     loaded, not a fresh one: passes the safety search,
  *                     fails the non-progress search (a livelock: --np).
  */
-/* C-VERSION: src/slot.c git-blob 5de4cd7c52f21cef47763457f6485ffa2e0a9ebb */
+/* C-VERSION: src/slot.c git-blob c5239335524de1ae5a3dc8c6ee0b32402ab2795a */
 
 #ifndef NC
 #define NC 3

@@ -14,8 +14,10 @@
  * The format is text, for operators to read (never to lower):
  *   fencelock-state 1
  *   epoch 17
- *   checksum 5c1c5a0e8f4b2a11
- * checksum is FNV-1a 64 of the first two lines, newlines included.
+ *   checksum 87eae355fffc3b03
+ * checksum is FNV-1a 64 of the first two lines, newlines included.  The
+ * reader accepts exactly the text written for an epoch: no blanks, signs,
+ * leading zeros or extra bytes.
  */
 #include <fcntl.h>
 #include <stdio.h>

@@ -8,7 +8,10 @@
  * and a pidfd of the process (exit is seen even if a forked child inherited
  * the connection).  Either event reaps the index: every lock it holds is
  * freed as released-by-death and its waiters are woken, its in-flight commit
- * buffers are released, and only then is the index reused.
+ * buffers are released, and only then is the index reused.  After each
+ * round of events in which clients went away, the sleepers of every key are
+ * woken (fl__slots_wake_sleepers: one may have died between its release and
+ * its wake).
  *
  * The client table in the region is written only here.  After a supervisor
  * restart (registry_adopt) the entries of clients that are still running are
