@@ -34,13 +34,7 @@ static volatile int sink;
 static void op_fl_acqrel(void *ctx, size_t n)
 {
     (void)ctx;
-    for (size_t i = 0; i < n; i++) {
-        fl_lease l;
-        if (fl_acquire(R, KEY, LEASE_NS, 0, &l) != 0)
-            fb_die("acquire: %s", fl_last_error());
-        if (fl_release(R, &l) != 0)
-            fb_die("release: %s", fl_last_error());
-    }
+    fb_acquire_release(R, KEY, LEASE_NS, n);
 }
 
 static void op_fl_renew(void *ctx, size_t n)
