@@ -399,3 +399,15 @@ void fb_log(const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
 }
+
+void fb_put(int fd, char c)
+{
+    if (write(fd, &c, 1) != 1)
+        _exit(9);
+}
+
+int fb_get(int fd)
+{
+    char c;
+    return read(fd, &c, 1) == 1 ? c : -1;
+}

@@ -108,6 +108,12 @@ static inline void fb_acquire_release(struct fl_region *r, const char *key, uint
     }
 }
 
+/* One-byte messages between a benchmark's processes over pipes: fb_put
+ * exits the process if the byte cannot be written; fb_get returns the byte,
+ * or -1 at end of file (the other side is gone). */
+void fb_put(int fd, char c);
+int fb_get(int fd);
+
 /* Progress on stderr. */
 void fb_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

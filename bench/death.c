@@ -42,23 +42,12 @@ struct dsh {
 static struct dsh *sh;
 static char region[600];
 
-static void put(int fd, char c)
-{
-    if (write(fd, &c, 1) != 1)
-        _exit(9);
-}
-static int get(int fd)
-{
-    char c;
-    return read(fd, &c, 1) == 1 ? c : -1;
-}
-
 static void run_w(int in, int out)
 {
     fb_pin(1);
     fl_region *r = fb_open(region, true);
     for (;;) {
-        int cmd = get(in);
+        int cmd = fb_get(in);
         if (cmd == 'q' || cmd < 0)
             break;
         if (cmd == 'f') {
@@ -82,7 +71,7 @@ static void run_w(int in, int out)
             if (e == 0)
                 pthread_mutex_unlock(&sh->mtx);
         }
-        put(out, 'd');
+        fb_put(out, 'd');
     }
     fl_close(r);
     _exit(0);
@@ -112,12 +101,12 @@ static pid_t start_holder(char kind)
             else if (e)
                 fb_die("holder: lock failed (%d)", e);
         }
-        put(p[1], 'r');
+        fb_put(p[1], 'r');
         for (;;)
             pause();
     }
     close(p[1]);
-    if (get(p[0]) != 'r')
+    if (fb_get(p[0]) != 'r')
         fb_die("holder did not take the lock");
     close(p[0]);
     return pid;
@@ -198,14 +187,14 @@ int main(int argc, char **argv)
     for (int i = 0; i < 2 * n; i++) {
         char kind = (i & 1) ? 'm' : 'f';
         pid_t h = start_holder(kind);
-        put(down[1], kind);
+        fb_put(down[1], kind);
         if (!wait_asleep(w, kind)) {
             skipped++;
             fb_log("waiter not seen asleep within 2 s; measured anyway");
         }
         uint64_t tk = fb_now_ns();
         kill(h, SIGKILL);
-        if (get(up[0]) != 'd')
+        if (fb_get(up[0]) != 'd')
             fb_die("waiter failed");
         uint64_t ta = atomic_load(&sh->w_acq_ns);
         waitpid(h, NULL, 0);
@@ -221,7 +210,7 @@ int main(int argc, char **argv)
             break;
         }
     }
-    put(down[1], 'q');
+    fb_put(down[1], 'q');
     waitpid(w, NULL, 0);
 
     fb_stats sf = fb_stats_of(&fl), sm = fb_stats_of(&mx);

@@ -66,19 +66,6 @@ struct psh {
 static struct psh *sh;
 static char region[600];
 
-static void put(int fd, char c)
-{
-    if (write(fd, &c, 1) != 1)
-        _exit(9);
-}
-static char get(int fd)
-{
-    char c;
-    if (read(fd, &c, 1) != 1)
-        _exit(9);
-    return c;
-}
-
 static void write_value(fl_region *r, const fl_lease *l, uint64_t trial, char who, int *accepted,
                         int *err)
 {
@@ -103,21 +90,22 @@ static void run_a(int in, int out)
     fb_pin(0);
     fl_region *r = fb_open(region, true);
     for (;;) {
-        if (get(in) == 'q')
+        int cmd = fb_get(in);
+        if (cmd == 'q' || cmd < 0)
             break;
         uint64_t trial = atomic_load(&sh->trial);
         fl_lease l;
         int e = fl_acquire(r, KEY, LEASE_NS, 100 * FB_MS, &l);
         if (e) {
             atomic_store(&sh->a_err, e);
-            put(out, 'e');
+            fb_put(out, 'e');
             continue;
         }
         uint64_t t = fb_now_ns();
         atomic_store(&sh->a_token, l.token);
         atomic_store(&sh->a_deadline, l.deadline_ns);
         atomic_store(&sh->a_acq_ns, t);
-        put(out, 'a'); /* the runner stops us somewhere in the work below */
+        fb_put(out, 'a'); /* the runner stops us somewhere in the work below */
         while (fb_now_ns() - t < WORK_NS)
             __builtin_ia32_pause();
         uint64_t tw = fb_now_ns();
@@ -128,7 +116,7 @@ static void run_a(int in, int out)
         atomic_store(&sh->a_err, err);
         atomic_store(&sh->a_wrote, trial);
         fl_release(r, &l); /* -ESTALE after a takeover: ownership lost */
-        put(out, 'd');
+        fb_put(out, 'd');
     }
     fl_close(r);
     _exit(0);
@@ -140,7 +128,8 @@ static void run_b(int in, int out)
     fb_pin(1);
     fl_region *r = fb_open(region, true);
     for (;;) {
-        if (get(in) == 'q')
+        int cmd = fb_get(in);
+        if (cmd == 'q' || cmd < 0)
             break;
         uint64_t trial = atomic_load(&sh->trial);
         fl_lease l;
@@ -151,7 +140,7 @@ static void run_b(int in, int out)
         atomic_store(&sh->b_acq_ns, t1);
         if (e) {
             atomic_store(&sh->b_err, e);
-            put(out, 'e');
+            fb_put(out, 'e');
             continue;
         }
         atomic_store(&sh->b_token, l.token);
@@ -160,7 +149,7 @@ static void run_b(int in, int out)
         write_value(r, &l, trial, 'B', &accepted, &err);
         atomic_store(&sh->b_err, err ? err : (accepted ? 0 : -ESTALE));
         fl_release(r, &l);
-        put(out, 'd');
+        fb_put(out, 'd');
     }
     fl_close(r);
     _exit(0);
@@ -202,8 +191,8 @@ static void trial(uint64_t n, int mode, struct tally *t)
     atomic_store(&sh->a_wrote, 0);
     atomic_store(&sh->a_err, 0);
     atomic_store(&sh->b_err, 0);
-    put(a_to, 'g');
-    if (get(a_from) != 'a') {
+    fb_put(a_to, 'g');
+    if (fb_get(a_from) != 'a') {
         t->errors++;
         fb_log("A could not acquire: %s", fl_strerror(atomic_load(&sh->a_err)));
         return;
@@ -213,10 +202,10 @@ static void trial(uint64_t n, int mode, struct tally *t)
     if (waitpid(a_pid, &st, WUNTRACED) != a_pid || !WIFSTOPPED(st))
         fb_die("A did not stop (status %#x)", st);
     bool wrote_before_stop = atomic_load(&sh->a_wrote) == n;
-    put(b_to, 'g');
-    char bc = get(b_from);
+    fb_put(b_to, 'g');
+    int bc = fb_get(b_from);
     kill(a_pid, SIGCONT);
-    if (get(a_from) != 'd')
+    if (fb_get(a_from) != 'd')
         fb_die("A failed");
     if (bc != 'd' || atomic_load(&sh->b_err) != 0) {
         t->errors++;
@@ -361,8 +350,8 @@ int main(int argc, char **argv)
             fb_note("stress-ng not available: no loaded phase");
         }
     }
-    put(a_to, 'q');
-    put(b_to, 'q');
+    fb_put(a_to, 'q');
+    fb_put(b_to, 'q');
     waitpid(a_pid, NULL, 0);
     waitpid(b_pid, NULL, 0);
 
