@@ -48,7 +48,7 @@ struct registry {
     /* what each pollfd of the last registry_pollfds call stands for */
     struct tag { int kind; uint32_t index; } *tags;
     int ntags;
-    bool reaped; /* a client went away since the last wake_after_reaping */
+    bool wake_pending; /* sleepers to wake at the end of this round */
 };
 
 enum { TAG_PENDING, TAG_CONN, TAG_PIDFD };
@@ -147,7 +147,7 @@ static void reap(struct registry *g, uint32_t i, const char *reason)
         close(cl->pidfd);
     cl->conn = cl->pidfd = -1;
     cl->used = false;
-    g->reaped = true;
+    g->wake_pending = true;
     /* release: the reaping above happens before the index can be handed out
      * again (we hand it out ourselves, but tools read the table) */
     atomic_store_explicit(&e->state, FL__CLIENT_FREE, memory_order_release);
@@ -166,9 +166,9 @@ static void reap(struct registry *g, uint32_t i, const char *reason)
  * (fl__slots_wake_sleepers says why and what it costs). */
 static void wake_after_reaping(struct registry *g)
 {
-    if (!g->reaped)
+    if (!g->wake_pending)
         return;
-    g->reaped = false;
+    g->wake_pending = false;
     fl__slots_wake_sleepers(g->r);
 }
 
@@ -184,6 +184,11 @@ static bool process_alive(struct registry *g, uint32_t i)
 
 void registry_adopt(struct registry *g)
 {
+    /* Wake every sleeper once at start: an earlier supervisor may have been
+     * killed between a reap and its wake pass, or a client that was never
+     * registered may have died between a release and its wake while none
+     * ran; nothing in the region says so. */
+    g->wake_pending = true;
     for (uint32_t i = 1; i < g->capacity; i++) {
         struct fl__client *e = &g->r->clients[i];
         uint32_t state = atomic_load_explicit(&e->state, memory_order_acquire);

@@ -10,7 +10,8 @@
  * its lease deadline, and the next holder sees FL_LEASE_EXPIRED.
  * I5/I6: a releaser killed between its release CAS and its futex wake
  * (stopped there by ptrace) does not leave its waiter asleep on the free
- * lock until the lease deadline: the supervisor's reap wakes it.
+ * lock until the lease deadline: the supervisor's reap wakes it, and so does
+ * a supervisor that starts after such a death went unseen.
  */
 #include <errno.h>
 #include <signal.h>
@@ -251,12 +252,18 @@ static void test_inherited_socket_does_not_keep_locks(void **state)
 
 /* The traced releaser: acquire, report the lease, stop right before
  * fl_release for the parent to single-step. */
+struct releaser_arg {
+    const char *region;
+    bool registered; /* whether a supervisor must have registered it */
+};
+
 static int traced_releaser(void *arg, int in, int out)
 {
     (void)in;
+    const struct releaser_arg *a = arg;
     tr_traceme();
     fl_region *r = NULL;
-    if (fl_open(arg, &r) != 0 || !fl_region_registered(r))
+    if (fl_open(a->region, &r) != 0 || fl_region_registered(r) != a->registered)
         return 2;
     fl_lease l;
     int rc = fl_acquire(r, "death/window", LONG_LEASE, 0, &l);
@@ -271,40 +278,40 @@ static int traced_releaser(void *arg, int in, int out)
     return 4; /* never: killed inside fl_release */
 }
 
-/* I5 I6: the releaser dies after its release CAS and before its wake. */
-static void test_releaser_killed_before_wake(void **state)
-{
-    (void)state;
-    th_daemon d;
-    const char *region = th_path("window.region");
-    ag_daemon_start(&d, region);
-    fl_region *ro;
-    assert_int_equal(fl_open_readonly(region, &ro), 0);
-
+/* A releaser H stopped right after its release CAS, before its wake, and a
+ * waiter W asleep on the key it just freed. */
+struct stranded {
     th_child H;
-    assert_int_equal(th_child_start(&H, traced_releaser, (void *)region), 0);
-    ag_track_foreign(H.pid);
+    ag W;
+    unsigned long long token, deadline; /* H's lease */
+};
+
+static void strand_a_sleeper(const char *region, bool registered, fl_region *ro,
+                             struct stranded *x)
+{
+    struct releaser_arg arg = {region, registered};
+    assert_int_equal(th_child_start(&x->H, traced_releaser, &arg), 0);
+    ag_track_foreign(x->H.pid);
     char line[96];
-    assert_int_equal(th_recv(H.from_child, line, sizeof line, 20000), 0);
+    assert_int_equal(th_recv(x->H.from_child, line, sizeof line, 20000), 0);
     int rc = -1;
-    unsigned long long token = 0, deadline = 0;
-    assert_int_equal(sscanf(line, "%d %llu %llu", &rc, &token, &deadline), 3);
+    assert_int_equal(sscanf(line, "%d %llu %llu", &rc, &x->token, &x->deadline), 3);
     assert_int_equal(rc, 0);
-    assert_int_equal(tr_wait_sigstop(H.pid, 20000), 0);
+    assert_int_equal(tr_wait_sigstop(x->H.pid, 20000), 0);
 
     /* a waiter asleep in the kernel on the held key, until the lease ends */
-    ag W;
-    ag_start(&W, region);
-    assert_int_equal(W.open_rc, 0);
-    ag_send(&W, "acq w death/window %llu %lld", (unsigned long long)LONG_LEASE,
+    ag_start(&x->W, region);
+    assert_int_equal(x->W.open_rc, 0);
+    assert_int_equal(x->W.registered, registered);
+    ag_send(&x->W, "acq w death/window %llu %lld", (unsigned long long)LONG_LEASE,
             (long long)AG_S(50));
     assert_true(ag_wait_waiters(ro, "death/window", 1, 20000));
-    assert_true(ag_wait_sleeping(W.c.pid, 20000));
+    assert_true(ag_wait_sleeping(x->W.c.pid, 20000));
 
     /* step H into fl_release until its CAS has freed the key: it is then
      * stopped right after that instruction, before it reads `waiters` */
     tr_ctx t;
-    assert_int_equal(tr_run_to(&t, H.pid, (uintptr_t)&fl_release, 1000000), 0);
+    assert_int_equal(tr_run_to(&t, x->H.pid, (uintptr_t)&fl_release, 1000000), 0);
     uint8_t last[8] = {0};
     fl_lock_info li;
     for (;;) {
@@ -313,31 +320,83 @@ static void test_releaser_killed_before_wake(void **state)
             break;
         assert_true(t.steps < 10000);
         assert_false(t.returned);
-        tr_rip(H.pid, last);
+        tr_rip(x->H.pid, last);
         assert_int_equal(tr_step(&t, 1, NULL, NULL), 0);
     }
     assert_true(tr_is_lock_cmpxchg16b(last)); /* the release is one pair CAS */
-    assert_int_equal(li.token, token);
+    assert_int_equal(li.token, x->token);
     /* nobody woke the waiter: it is still asleep on the free lock */
-    assert_true(ag_wait_sleeping(W.c.pid, 20000));
+    assert_true(ag_wait_sleeping(x->W.c.pid, 20000));
     ag_reply rw;
-    assert_int_equal(ag_read(&W, &rw, 0), -1);
+    assert_int_equal(ag_read(&x->W, &rw, 0), -1);
+}
+
+/* W, woken, holds the key long before the 60 s deadline it slept to, with
+ * the next token (same_epoch) or, after a supervisor start opened a new
+ * epoch, a greater one (I1). */
+static void expect_sleeper_woken(struct stranded *x, uint64_t since, bool same_epoch)
+{
+    ag_reply rw;
+    assert_int_equal(ag_read(&x->W, &rw, 40000), 0);
+    if (rw.rc != 0)
+        fail_msg("the woken waiter's acquire returned %d (%s)", rw.rc, fl_strerror(rw.rc));
+    if (same_epoch)
+        assert_int_equal(rw.token, x->token + 1);
+    else
+        assert_true(rw.token > x->token);
+    assert_int_equal(rw.flags, 0); /* released, not freed by death */
+    assert_true(rw.t_end - since < AG_S(10));
+    assert_true(rw.t_end < x->deadline);
+    assert_int_equal(ag_do(&x->W, "rel w").rc, 0);
+    assert_int_equal(ag_stop(&x->W), 0);
+}
+
+/* I5 I6: the releaser dies after its release CAS and before its wake; the
+ * supervisor's reap wakes the sleeper. */
+static void test_releaser_killed_before_wake(void **state)
+{
+    (void)state;
+    th_daemon d;
+    const char *region = th_path("window.region");
+    ag_daemon_start(&d, region);
+    fl_region *ro;
+    assert_int_equal(fl_open_readonly(region, &ro), 0);
+    struct stranded x;
+    strand_a_sleeper(region, true, ro, &x);
 
     uint64_t t_kill = th_now_ns();
-    kill(H.pid, SIGKILL);
-    int st = th_child_wait(&H, 20000);
+    kill(x.H.pid, SIGKILL);
+    int st = th_child_wait(&x.H, 20000);
     assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-
-    /* the reap wakes it long before the 60 s deadline it was sleeping to */
-    assert_int_equal(ag_read(&W, &rw, 40000), 0);
-    assert_int_equal(rw.rc, 0);
-    assert_int_equal(rw.token, token + 1);
-    assert_int_equal(rw.flags, 0); /* released, not freed by death */
-    assert_true(rw.t_end - t_kill < AG_S(10));
-    assert_true(rw.t_end < deadline);
+    expect_sleeper_woken(&x, t_kill, true);
     assert_true(th_daemon_log_wait(&d, "\"client_gone\"", 1, 20000));
-    assert_int_equal(ag_do(&W, "rel w").rc, 0);
-    assert_int_equal(ag_stop(&W), 0);
+    fl_close(ro);
+    th_daemon_stop(&d, SIGTERM);
+}
+
+/* I6 I10: the same death while no supervisor runs (nobody reaps, nothing in
+ * the region records it); a supervisor that starts later wakes the sleeper
+ * at once, as it does after being killed between a reap and its wake. */
+static void test_supervisor_start_wakes_stranded_sleeper(void **state)
+{
+    (void)state;
+    th_daemon d;
+    const char *region = th_path("window-nosup.region");
+    ag_daemon_start(&d, region); /* creates the region */
+    int st = th_daemon_stop(&d, SIGTERM);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    fl_region *ro;
+    assert_int_equal(fl_open_readonly(region, &ro), 0);
+    struct stranded x;
+    strand_a_sleeper(region, false, ro, &x);
+    kill(x.H.pid, SIGKILL);
+    st = th_child_wait(&x.H, 20000);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    assert_true(ag_wait_sleeping(x.W.c.pid, 20000)); /* still asleep: nobody knows */
+
+    uint64_t t_start = th_now_ns();
+    ag_daemon_start(&d, region);
+    expect_sleeper_woken(&x, t_start, false);
     fl_close(ro);
     th_daemon_stop(&d, SIGTERM);
 }
@@ -350,6 +409,7 @@ int main(void)
         cmocka_unit_test_teardown(test_unregistered_death_falls_back_to_lease, ag_teardown),
         cmocka_unit_test_teardown(test_inherited_socket_does_not_keep_locks, ag_teardown),
         cmocka_unit_test_teardown(test_releaser_killed_before_wake, ag_teardown),
+        cmocka_unit_test_teardown(test_supervisor_start_wakes_stranded_sleeper, ag_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
