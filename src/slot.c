@@ -440,7 +440,8 @@ static uint32_t fl__slots_free_where(fl_region *r, uint32_t client, bool any, ui
 
 /*
  * Wake the sleepers of every key that has any; fencelockd calls it after a
- * round of its event loop in which a client went away.
+ * round of its event loop in which a client went away, and once at start
+ * (an earlier supervisor may have died between a reap and this pass).
  *
  * Why: a releaser killed between its release CAS and its futex wake
  * (fl_release) leaves the lock free and its waiters asleep until the

@@ -131,7 +131,7 @@
  *                     loaded, not a fresh one: passes the safety search,
  *                     fails the non-progress search (a livelock: --np).
  */
-/* C-VERSION: src/slot.c git-blob c5239335524de1ae5a3dc8c6ee0b32402ab2795a */
+/* C-VERSION: src/slot.c git-blob a10a6cd59487670dbdfaf996dff6446c6960b163 */
 
 #ifndef NC
 #define NC 3
