@@ -26,8 +26,13 @@
  *   after a failing call, fl_last_error() describes it in detail (for example
  *   which region file is corrupt and how).  The library never prints.
  * - All functions are thread-safe; one region handle may be shared by the
- *   threads of a process.  A handle must not be used in a child after fork():
- *   the child opens its own.
+ *   threads of a process.  A handle belongs to the process that opened it:
+ *   in a child after fork() every call on it returns -ECHILD (fl_close()
+ *   only unmaps the child's copy); the child opens its own.
+ * - Time: lease deadlines are on CLOCK_MONOTONIC.  Processes in other time
+ *   namespaces (containers, CRIU, `unshare --time`) share a region safely:
+ *   each handle converts by its namespace's offset, and every deadline a
+ *   caller sees is on the caller's own CLOCK_MONOTONIC.
  * - Keys and record names are NUL-terminated byte strings of 1..FL_KEY_MAX
  *   bytes.
  *
@@ -48,6 +53,13 @@
  *   a sleeper on a key that is still held sleeps again.
  * - Regions are for one host.  Never put one on NFS or share it between
  *   machines: the clock and the futexes are per host.
+ * - A region on disk survives a host crash as whatever pages reached the
+ *   disk.  At its next start fencelockd vouches for every record by its
+ *   checksum; a record it cannot vouch for reads as -EBADMSG until it is
+ *   committed again (never as bytes no commit wrote).  Which commits since
+ *   the last flush survive is not promised.
+ * - Every process that can write the region file is trusted: it can forge
+ *   tokens or truncate the file (every process mapping it then gets SIGBUS).
  * - Lease deadlines are kept in microseconds of CLOCK_MONOTONIC in 48 bits:
  *   a host up for more than 8.9 years gets -EOVERFLOW from acquire and renew.
  */
@@ -94,7 +106,8 @@ typedef struct fl_region fl_region; /* opaque: this process's view of one region
 
 typedef struct fl_lease {
     uint64_t token;       /* fencing token of this acquisition */
-    uint64_t deadline_ns; /* CLOCK_MONOTONIC time at which the lease ends unless renewed */
+    uint64_t deadline_ns; /* CLOCK_MONOTONIC time (the caller's) at which the lease ends
+                             unless renewed */
     uint32_t slot;        /* which lock; meaningful to the library only */
     uint32_t flags;       /* FL_LEASE_EXPIRED: the previous holder's lease ran out while held;
                              FL_LEASE_OWNER_DIED: the previous holder died holding it */
@@ -123,8 +136,15 @@ typedef struct fl_lease {
  *   -EPROTO     the file is not a fencelock region, or is corrupt or truncated
  *               (fl_last_error() says what is wrong, naming the file)
  *   -EPROTONOSUPPORT  the region has another format version than this build reads
- *   -EAGAIN     the region was written during an earlier boot and fencelockd has
- *               not adopted it yet (leases of another boot are void, I11)
+ *   -EAGAIN     the region is not ready: no fencelockd has made this boot's token
+ *               epoch durable for it (a region just created, one written during an
+ *               earlier boot whose leases are void (I11), or one whose supervisor
+ *               failed to start).  While a supervisor is starting, fl_open waits for
+ *               it, at most 5 seconds.  Never a token from a floor that is not the
+ *               current epoch's (I1).
+ *   -EIO        this boot's id (/proc/sys/kernel/random/boot_id) or this process's
+ *               time namespace offsets (/proc/self/timens_offsets) cannot be read:
+ *               whether leases are valid cannot be known, so nothing is opened
  *   -ENXIO      the supervisor serves another file at this path (the region was
  *               replaced under a running system)
  *   -ENOMEM, -EMFILE, -ENFILE  out of resources
@@ -133,16 +153,19 @@ typedef struct fl_lease {
 FL_API int fl_open(const char *region_path, fl_region **out);
 
 /* Open a region read-only for inspection (the status tool).  It maps the file
- * with PROT_READ and does not register; only the fl_*_info() functions may be
- * used on the handle.  Errors: as fl_open(), without -ENXIO and -EUSERS; a
- * region of an earlier boot is opened (its leases are shown as void). */
+ * with PROT_READ and does not register; only the fl_*_info() functions and
+ * fl_read() may be used on the handle.  Errors: as fl_open(), without -ENXIO,
+ * -EUSERS and -EAGAIN: a region that is not ready, or of an earlier boot, is
+ * opened (its leases are shown as void). */
 FL_API int fl_open_readonly(const char *region_path, fl_region **out);
 
 /* Unmap the region and end the registration.  Locks still held through this
  * handle are released as if the process had died (their next holders see
  * FL_LEASE_OWNER_DIED); an unregistered handle's locks end at their lease
  * deadlines.  Stop every keepalive of the handle first.  NULL is ignored.
- * Leases obtained through the handle must not be used afterwards. */
+ * Leases obtained through the handle must not be used afterwards.
+ * In a forked child, on a handle the parent opened, it only unmaps the
+ * child's copy: the parent's locks and registration are left alone. */
 FL_API void fl_close(fl_region *r);
 
 /* Acquire the lock of key and receive a lease with its fencing token.
@@ -232,6 +255,9 @@ FL_API int fl_commit(fl_region *r, const fl_lease *lease, const char *record, co
 /* Read the current value: copies at most cap bytes, sets *len to its full length and *fence to
    the token that wrote it.  The bytes are exactly those of one accepted commit (I3).
    Errors: -ENOENT if never committed; -ENOBUFS if cap is too small (nothing copied, *len set);
+   -EBADMSG if the value could not be vouched for when fencelockd adopted the region after an
+   unclean stop (a region on disk after a host crash: its pages reached the disk from
+   different moments); the next commit replaces it;
    -EINVAL for NULL arguments (buf may be NULL when cap is 0) or a bad record name;
    -EPROTO for corrupt shared data.  Works on read-only handles. */
 FL_API int fl_read(fl_region *r, const char *record, void *buf, size_t cap, size_t *len,
@@ -285,6 +311,11 @@ FL_API int fl_keepalive_stop(fl_keepalive *k, fl_lease *lease);
 
 /* ---- Errors and paths ---------------------------------------------------- */
 
+/* Every function that takes a region handle, except fl_close(), returns
+ * -ECHILD when called in a process other than the one that opened the
+ * handle (a fork() child): the child must fl_open() the region itself.
+ * That error is not repeated in each function's list below. */
+
 /* Note for tests: FENCELOCK_TEST_BOOT_ID_FILE, when set, names a file read
  * instead of /proc/sys/kernel/random/boot_id (to simulate a reboot).  Never
  * set it in production. */
@@ -330,13 +361,15 @@ typedef struct fl_region_info {
     uint64_t token_floor;     /* every new token is at least this */
     uint64_t epoch;           /* FL_TOKEN_EPOCH(token_floor): the current epoch */
     uint32_t run_state;       /* 0 never served, 1 a supervisor runs (or died), 2 shut down cleanly */
-    uint32_t reserved0;
+    uint32_t ready;           /* 1 if a supervisor readied the region in this boot (its epoch is
+                                 durable): fl_open admits clients only then */
     uint64_t started_unix_ns; /* when the last supervisor started (wall clock, display only) */
     uint64_t clean_unix_ns;   /* when a supervisor last shut down cleanly, 0 if never */
     uint32_t supervisor_pid;  /* last supervisor that served the region, 0 if none */
     int32_t  same_boot;       /* 1 if written during the current boot, else 0 */
     int32_t  served;          /* 1 if a fencelockd serves the region now, else 0 */
-    uint32_t reserved1;
+    uint32_t records_unvouched; /* records the last supervisor start could not vouch for
+                                   (fl_read answers -EBADMSG for them until recommitted) */
     uint64_t events_dropped;  /* events the supervisor's log never showed: ring full, or a
                                  client stopped while posting (counters stay exact) */
     char     boot_id[40];     /* boot the region's leases belong to */
@@ -396,7 +429,8 @@ typedef struct fl_record_info {
     uint64_t last_rejected_token;
     uint64_t last_rejected_accepted; /* the greatest accepted token when it was rejected */
     uint32_t last_rejected_op;       /* FL_OP_COMMIT or FL_OP_STRICT_COMMIT (0: none yet) */
-    uint32_t reserved0;
+    uint32_t unvouched;              /* 1: the value could not be vouched for after an unclean
+                                        stop (fl_read says -EBADMSG); the next commit replaces it */
     uint64_t repeats;   /* rejections of a token among the record's last 4 rejected tokens:
                            a client retrying a stale token instead of acquiring again */
 } fl_record_info;

@@ -19,7 +19,9 @@
     X(EOVERFLOW, "token space or deadline range exhausted")                                 \
     X(EPROTO, "the region file is corrupt or not a fencelock region")                       \
     X(EPROTONOSUPPORT, "the region has a format version this build does not read")          \
-    X(EAGAIN, "the region belongs to an earlier boot and fencelockd has not adopted it")    \
+    X(EAGAIN, "the region is not ready: fencelockd has not made this boot's epoch durable") \
+    X(ECHILD, "the handle was opened by another process (used after fork): open it again")  \
+    X(EBADMSG, "the record's value could not be vouched for after an unclean stop")          \
     X(ENXIO, "the supervisor serves another file at this path")                             \
     X(EUSERS, "the supervisor's client table is full")                                      \
     X(EXDEV, "the record is fenced by another lock key")                                    \

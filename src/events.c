@@ -68,7 +68,10 @@ void fl__event_post(fl_region *r, const struct fl__event_data *d)
         pos = atomic_load_explicit(&h->event_head, memory_order_relaxed);
     }
     /* relaxed stores, published by the release CAS of seq */
-    atomic_store_explicit(&e->time_ns, fl__now(r), memory_order_relaxed);
+    /* on the host's clock, as the supervisor reads it (we may be in a time
+     * namespace: clock.c) */
+    atomic_store_explicit(&e->time_ns, fl__now(r) - (uint64_t)r->timens_ns,
+                          memory_order_relaxed);
     atomic_store_explicit(&e->type, d->type, memory_order_relaxed);
     atomic_store_explicit(&e->pid, r->pid, memory_order_relaxed);
     atomic_store_explicit(&e->slot, d->slot, memory_order_relaxed);

@@ -53,6 +53,19 @@
  *   296 u64 event_tail       next event position the supervisor reads
  *   304 u64 events_dropped   events not logged: ring full, or a producer that
  *                            stopped between claiming and publishing
+ *   312 u64 ready_boot       READINESS: the boot tag (fl__boot_tag: FNV-1a 64
+ *                            of the boot id, never 0) of the boot for which a
+ *                            supervisor made the current epoch durable, raised
+ *                            token_floor and vouched for the records; 0 while
+ *                            none has.  fl_open refuses a region whose
+ *                            ready_boot is not this boot's (I1): a supervisor
+ *                            clears it when it starts and stores it (release)
+ *                            only after all of that, so no client can take a
+ *                            token from a floor that is not yet durable.
+ *   320 u32 ready_wake       futex word bumped after ready_boot is stored;
+ *                            fl_open sleeps on it while a supervisor starts
+ *   324 u32 records_unvouched  records the last start found it could not
+ *                            vouch for (display; see RECORD cur)
  *
  * LOCK SLOT (FL__SLOT_SIZE = 256; the lock-word state machine is in slot.c)
  *   0   u64 state    token << 1 | HELD.  Written together with `lease` by one
@@ -83,7 +96,14 @@
  *
  * RECORD (FL__RECORD_SIZE = 256; the commit protocol is in record.c)
  *   0   u64 cur          reference to the current value: (buffer + 1) << 40 |
- *                        buffer generation (40 bits); 0 = never committed
+ *                        buffer generation (40 bits); 0 = never committed.
+ *                        Bit 63 (FL__CUR_UNVOUCHED; buffer + 1 < 2^23 never
+ *                        reaches it): the supervisor found, at start, that
+ *                        the buffer named does not hold what this record's
+ *                        commit wrote there (a disk region after a host
+ *                        crash: pages reach the disk in no particular order).
+ *                        Reads refuse it (-EBADMSG); the next commit
+ *                        replaces it.
  *   8   u32 bound_slot   lock slot + 1 of the key that fences it; 0 = unbound
  *   12  u32 last_rejected_pid
  *   16  u64 commits, 24 rejections, 32 last_rejected_token,
@@ -94,7 +114,11 @@
  *
  * BUFFER HEADER (64 bytes, then record_size bytes rounded up to 8)
  *   0   u64 state   kind (2 bits) << 62 | owner client index << 40 | generation
- *   8   u64 token, 16 u64 version, 24 u32 record, 28 u32 len, 32 u32 writer_pid
+ *   8   u64 token, 16 u64 version, 24 u32 record, 28 u32 len, 32 u32 writer_pid,
+ *   36  u32 reserved, 40 u64 sum: fl__buffer_sum of (record, token, len,
+ *       generation, the data words), written by the committer before it
+ *       publishes; checked by the supervisor at start (record.c), so that a
+ *       buffer whose pages reached the disk from different moments is found
  *
  * EVENT (FL__EVENT_SIZE = 64; the ring protocol is in events.c)
  *   0   u64 seq      position + 1 once published; position + count once read
@@ -112,7 +136,7 @@
 #include <stdint.h>
 
 #define FL__MAGIC "FENCELK"
-#define FL__FORMAT_VERSION 2u
+#define FL__FORMAT_VERSION 3u
 #define FL__BYTE_ORDER_MARK 0x01020304u
 #define FL__HEADER_SIZE 4096u
 #define FL__SLOT_SIZE 256u
@@ -150,6 +174,8 @@
 #define FL__BUF_OWNER_MASK 0xffffull
 #define FL__BUF_GEN_BITS 40
 #define FL__BUF_GEN_MASK ((1ull << FL__BUF_GEN_BITS) - 1)
+/* ---- records ---- */
+#define FL__CUR_UNVOUCHED (1ull << 63)
 
 /* ---- supervisor run state ---- */
 #define FL__RUN_NEVER 0u
@@ -233,7 +259,9 @@ struct fl__buffer {
     _Atomic uint32_t record;
     _Atomic uint32_t len;
     _Atomic uint32_t writer_pid;
-    char pad[FL__BUFFER_HDR_SIZE - 36];
+    uint32_t reserved0;
+    _Atomic uint64_t sum;
+    char pad[FL__BUFFER_HDR_SIZE - 48];
     _Atomic uint64_t data[]; /* record_size rounded up to 8 bytes */
 };
 
@@ -281,7 +309,10 @@ struct fl__header {
     _Atomic uint64_t event_head;
     _Atomic uint64_t event_tail;
     _Atomic uint64_t events_dropped;
-    char pad[FL__HEADER_SIZE - 312];
+    _Atomic uint64_t ready_boot;
+    _Atomic uint32_t ready_wake;
+    _Atomic uint32_t records_unvouched;
+    char pad[FL__HEADER_SIZE - 328];
 };
 
 #define FL__CHECKSUMMED_BYTES 144u
@@ -323,7 +354,11 @@ _Static_assert(offsetof(struct fl__record, last_rejected_op) == 48, "record layo
 _Static_assert(offsetof(struct fl__record, key) == 104, "record layout");
 _Static_assert(sizeof(struct fl__record) == FL__RECORD_SIZE, "record size");
 _Static_assert(offsetof(struct fl__buffer, len) == 28, "buffer layout");
+_Static_assert(offsetof(struct fl__buffer, sum) == 40, "buffer layout");
 _Static_assert(offsetof(struct fl__buffer, data) == FL__BUFFER_HDR_SIZE, "buffer layout");
+_Static_assert(offsetof(struct fl__header, ready_boot) == 312, "header layout");
+_Static_assert(offsetof(struct fl__header, ready_wake) == 320, "header layout");
+_Static_assert(FL__MAX_BUFFERS + 1 < (1u << 23), "cur's bit 63 stays free for FL__CUR_UNVOUCHED");
 _Static_assert(offsetof(struct fl__header, checksum) == 144, "header layout");
 _Static_assert(offsetof(struct fl__header, event_head) == 288, "header layout");
 _Static_assert(sizeof(struct fl__event) == FL__EVENT_SIZE, "event size");

@@ -31,8 +31,15 @@ struct fl_region {
     uint32_t client;      /* client table index, 0 when unregistered */
     uint64_t client_id;
     uint32_t pid;         /* this process, cached at open */
-    fl__clock_fn clock;
+    fl__clock_fn clock;   /* this process's CLOCK_MONOTONIC (or a test's clock) */
     void *clock_ctx;
+    /* This process's time namespace offset of CLOCK_MONOTONIC (ns): region
+     * deadlines are host time = our time - timens_ns (clock.c). */
+    int64_t timens_ns;
+    /* Fork detection (fork.c): the process's incarnation word, and its value
+     * when this handle was opened. */
+    _Atomic uint64_t *incarnation_word;
+    uint64_t incarnation;
     char path[4096];
 
     /* Cached views of the validated header (never re-read from shared memory). */
@@ -87,8 +94,36 @@ uint64_t fl__monotonic_ns(void *ctx);
 static inline uint64_t fl__now(const fl_region *r) { return r->clock(r->clock_ctx); }
 /* Read this boot's id (36 characters and NUL) into buf[40]; 0 or -errno. */
 int fl__read_boot_id(char buf[40]);
+/* A nonzero 64-bit tag of a boot id (what the region's ready_boot holds). */
+uint64_t fl__boot_tag(const char boot_id[40]);
+/* This process's CLOCK_MONOTONIC offset from the host's, in ns (0 outside a
+ * time namespace, or on a kernel without them).  0 or -errno (fail closed:
+ * an offset that cannot be known refuses the open). */
+int fl__read_timens_offset(int64_t *offset_ns);
 /* The start time of process pid (field 22 of /proc/PID/stat); 0 if unknown. */
 uint64_t fl__process_start_time(pid_t pid);
+
+/* ---- fork.c ---- */
+/* Bind a new handle to the calling process (its incarnation). */
+void fl__handle_bind_process(fl_region *r);
+/* The -ECHILD error for a handle used in a forked child. */
+int fl__handle_forked(const fl_region *r, const char *fn);
+/* 0 if r was opened by the calling process, else -ECHILD (fork.c): one load
+ * of a word that never changes within a process. */
+static inline int fl__handle_check(const fl_region *r, const char *fn)
+{
+    /* relaxed: the word changes only across fork, never under our feet */
+    if (__builtin_expect(atomic_load_explicit(r->incarnation_word, memory_order_relaxed) !=
+                             r->incarnation,
+                         0))
+        return fl__handle_forked(r, fn);
+    return 0;
+}
+/* True if the calling process is not the one that opened r. */
+static inline bool fl__handle_is_inherited(const fl_region *r)
+{
+    return atomic_load_explicit(r->incarnation_word, memory_order_relaxed) != r->incarnation;
+}
 
 /* ---- region.c ---- */
 struct fl__params {
@@ -110,6 +145,13 @@ int fl__region_resolve_path(const char *path, char *buf, size_t cap);
 /* The parameters a mapped region was created with. */
 void fl__region_params(const fl_region *r, struct fl__params *p);
 uint64_t fl__checksum(const void *p, size_t n);
+/* Ready the region for the boot with tag boot_tag (fl__boot_tag), or with 0
+ * make it not ready: fl_open admits clients only to a ready region (region.c,
+ * READINESS).  Supervisor only. */
+void fl__region_set_ready(fl_region *r, uint64_t boot_tag);
+/* Tests without a supervisor: create a region and ready it for this boot, as
+ * if a supervisor had started (its floor stays 1: no durable epoch). */
+int fl__test_region_create_ready(const char *path, const struct fl__params *p);
 /* Whether the region's leases belong to the current boot. */
 bool fl__same_boot(const fl_region *r);
 /* Test hook: substitute the handle's clock. */
@@ -226,6 +268,15 @@ int fl__reply_parse(const void *buf, size_t n, uint32_t client_capacity, struct 
 /* Release staging buffers of a dead client and publish those its commit had
  * made current.  Supervisor only.  Returns how many it touched. */
 uint32_t fl__buffers_reap_client(fl_region *r, uint32_t client);
+/* The same for every owner: a new boot, where every writer is gone.
+ * Supervisor only, before the region is ready. */
+uint32_t fl__buffers_reap_all(fl_region *r);
+/* Called for each record whose value cannot be vouched for. */
+typedef void (*fl__unvouched_fn)(void *ctx, uint32_t record);
+/* Check every record's current value against its buffer (record.c, THE
+ * BUFFER SUM); mark those that fail FL__CUR_UNVOUCHED.  Returns how many are
+ * unvouched (newly or already).  Supervisor only, before readying. */
+uint32_t fl__records_vouch(fl_region *r, fl__unvouched_fn fn, void *ctx);
 static inline struct fl__buffer *fl__buffer_at(const fl_region *r, uint32_t i)
 {
     return (struct fl__buffer *)(void *)(r->buffers + (size_t)i * r->buffer_stride);

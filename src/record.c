@@ -93,7 +93,7 @@ static inline uint64_t fl__state_gen(uint64_t st) { return st & FL__BUF_GEN_MASK
 /* Decode cur into buffer index and generation; false if out of range. */
 static bool fl__ref_decode(const fl_region *r, uint64_t cur, uint32_t *buf, uint64_t *gen)
 {
-    uint64_t b = cur >> FL__REF_SHIFT;
+    uint64_t b = (cur & ~FL__CUR_UNVOUCHED) >> FL__REF_SHIFT;
     if (b == 0 || b > r->buffer_count)
         return false;
     *buf = (uint32_t)(b - 1);
@@ -183,8 +183,33 @@ static void fl__buffer_put(fl_region *r, uint32_t i)
     atomic_store_explicit(&r->buffer_hint, i + 1, memory_order_relaxed);
 }
 
-static void fl__buffer_fill(fl_region *r, uint32_t i, uint32_t record, uint64_t token,
-                            const void *data, size_t len)
+/*
+ * THE BUFFER SUM.  A region on disk comes back from a host crash as
+ * whatever pages reached the disk, each from its own moment: a record's cur
+ * may name a buffer whose header or data pages are older or newer than the
+ * commit that made it current.  Each committer therefore folds what it
+ * writes (record, token, length, generation, the data words) into a 64-bit
+ * sum in the buffer's header, and the supervisor, when it adopts a region,
+ * recomputes the sum of every current value (fl__records_vouch).  The fold
+ * runs in the copy loop the commit already has, one multiply per 8 bytes;
+ * readers never compute it (torn pages only exist before the supervisor
+ * has readied the region, and no client opens before that).
+ */
+static inline uint64_t fl__sum_mix(uint64_t h, uint64_t w)
+{
+    h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+    return h ^ (h >> 32);
+}
+
+static inline uint64_t fl__sum_header(uint32_t record, uint64_t token, uint32_t len,
+                                      uint64_t gen)
+{
+    uint64_t h = fl__sum_mix(0x6a09e667f3bcc908ull, (uint64_t)record << 32 | len);
+    return fl__sum_mix(fl__sum_mix(h, token), gen);
+}
+
+static void fl__buffer_fill(fl_region *r, uint32_t i, uint64_t gen, uint32_t record,
+                            uint64_t token, const void *data, size_t len)
 {
     struct fl__buffer *b = fl__buffer_at(r, i);
     /* relaxed: published by the release CAS on cur */
@@ -192,18 +217,22 @@ static void fl__buffer_fill(fl_region *r, uint32_t i, uint32_t record, uint64_t 
     atomic_store_explicit(&b->token, token, memory_order_relaxed);
     atomic_store_explicit(&b->len, (uint32_t)len, memory_order_relaxed);
     atomic_store_explicit(&b->writer_pid, r->pid, memory_order_relaxed);
+    uint64_t sum = fl__sum_header(record, token, (uint32_t)len, gen);
     const unsigned char *src = data;
     size_t whole = len / 8;
     for (size_t w = 0; w < whole; w++) { /* fixed-size copies: one load each */
         uint64_t v;
         memcpy(&v, src + w * 8, 8);
         atomic_store_explicit(&b->data[w], v, memory_order_relaxed);
+        sum = fl__sum_mix(sum, v);
     }
     if (len % 8) {
         uint64_t v = 0;
         memcpy(&v, src + whole * 8, len % 8);
         atomic_store_explicit(&b->data[whole], v, memory_order_relaxed);
+        sum = fl__sum_mix(sum, v);
     }
+    atomic_store_explicit(&b->sum, sum, memory_order_relaxed);
 }
 
 /* Step 2: the greatest accepted token and version, from a validated
@@ -214,8 +243,12 @@ static int fl__record_current(fl_region *r, struct fl__record *rec, uint64_t *cu
     for (;;) {
         /* acquire: pairs with the committer's release CAS: its buffer's header is visible */
         uint64_t cur = atomic_load_explicit(&rec->cur, memory_order_acquire);
-        if (cur == 0) {
-            *cur_out = 0;
+        if (cur == 0 || (cur & FL__CUR_UNVOUCHED)) {
+            /* Unvouched: the token the lost value was written with is not
+             * known, but it came before the crash, and every token of this
+             * boot's epochs is greater than every earlier token (I1): any
+             * lease of this boot may replace it. */
+            *cur_out = cur;
             *token = 0;
             *version = 0;
             return 0;
@@ -244,6 +277,9 @@ static int fl__commit_args(fl_region *r, const fl_lease *lease, const void *data
 {
     if (!r || !lease)
         return fl__fail(-EINVAL, "fl_commit: NULL argument");
+    int err = fl__handle_check(r, "fl_commit");
+    if (err)
+        return err;
     if (r->readonly)
         return fl__fail(-EINVAL, "fl_commit: read-only region handle");
     if (!data && len > 0)
@@ -344,9 +380,10 @@ int fl_commit(fl_region *r, const fl_lease *lease, const char *record, const voi
         fl__buffer_put(r, mine);
         return err;
     }
-    fl__buffer_fill(r, mine, ri, lease->token, data, len);
     struct fl__buffer *b = fl__buffer_at(r, mine);
+    /* relaxed: our own STAGING state, written by our claim */
     uint64_t my_gen = fl__state_gen(atomic_load_explicit(&b->state, memory_order_relaxed));
+    fl__buffer_fill(r, mine, my_gen, ri, lease->token, data, len);
     uint64_t my_ref = fl__ref(mine, my_gen);
 
     for (;;) {
@@ -394,13 +431,16 @@ int fl_read(fl_region *r, const char *record, void *buf, size_t cap, size_t *len
 {
     if (!r || !len || !fence || (!buf && cap > 0))
         return fl__fail(-EINVAL, "fl_read: NULL argument");
+    int err = fl__handle_check(r, "fl_read");
+    if (err)
+        return err;
     int klen = fl__key_check(record);
     if (klen < 0)
         return klen;
     struct fl__keytab t;
     fl__keytab_records(r, &t);
     uint32_t ri = 0;
-    int err = fl__key_find(&t, record, (size_t)klen, &ri);
+    err = fl__key_find(&t, record, (size_t)klen, &ri);
     if (err == -ENOENT)
         return fl__fail(-ENOENT, "record \"%s\" was never committed", record);
     if (err)
@@ -412,6 +452,12 @@ int fl_read(fl_region *r, const char *record, void *buf, size_t cap, size_t *len
         uint64_t cur = atomic_load_explicit(&rec->cur, memory_order_acquire);
         if (cur == 0)
             return fl__fail(-ENOENT, "record \"%s\" was never committed", record);
+        if (cur & FL__CUR_UNVOUCHED)
+            return fl__fail(-EBADMSG,
+                            "region %s: record \"%s\": its value could not be vouched for "
+                            "after an unclean stop (pages of a region on disk reached it from "
+                            "different moments); the next commit replaces it",
+                            r->path, record);
         uint32_t bi = 0;
         uint64_t gen = 0;
         if (!fl__ref_decode(r, cur, &bi, &gen))
@@ -477,15 +523,14 @@ int fl_read_u64(fl_region *r, const char *record, uint64_t *value, uint64_t *fen
     return 0;
 }
 
-uint32_t fl__buffers_reap_client(fl_region *r, uint32_t client)
+/* Release the STAGING buffers of `client` (or of every owner, if `all`). */
+static uint32_t fl__buffers_reap_where(fl_region *r, uint32_t client, bool all)
 {
-    if (client == 0)
-        return 0; /* unregistered: cannot be told from a live writer (see above) */
     uint32_t touched = 0;
     for (uint32_t i = 0; i < r->buffer_count; i++) {
         struct fl__buffer *b = fl__buffer_at(r, i);
         uint64_t st = atomic_load_explicit(&b->state, memory_order_acquire);
-        if (fl__state_kind(st) != FL__BUF_STAGING || fl__state_owner(st) != client)
+        if (fl__state_kind(st) != FL__BUF_STAGING || (!all && fl__state_owner(st) != client))
             continue;
         /* The owner is dead: this buffer can no longer become current, and
          * only its owner could have made it so. */
@@ -502,10 +547,83 @@ uint32_t fl__buffers_reap_client(fl_region *r, uint32_t client)
     return touched;
 }
 
+uint32_t fl__buffers_reap_client(fl_region *r, uint32_t client)
+{
+    if (client == 0)
+        return 0; /* unregistered: cannot be told from a live writer (see above) */
+    return fl__buffers_reap_where(r, client, false);
+}
+
+uint32_t fl__buffers_reap_all(fl_region *r) { return fl__buffers_reap_where(r, 0, true); }
+
+/* Does the buffer cur names hold what record ri's commit wrote into it? */
+static bool fl__buffer_vouches(const fl_region *r, uint32_t ri, uint64_t cur)
+{
+    uint32_t bi = 0;
+    uint64_t gen = 0;
+    if (!fl__ref_decode(r, cur, &bi, &gen))
+        return false;
+    struct fl__buffer *b = fl__buffer_at(r, bi);
+    /* acquire: as a reader's (the caller re-reads cur after us) */
+    uint64_t st = atomic_load_explicit(&b->state, memory_order_acquire);
+    uint64_t kind = fl__state_kind(st);
+    if ((kind != FL__BUF_PUBLISHED && kind != FL__BUF_STAGING) || fl__state_gen(st) != gen)
+        return false;
+    /* relaxed: immutable while cur names the buffer, which the caller re-checks */
+    uint32_t rec = atomic_load_explicit(&b->record, memory_order_relaxed);
+    uint32_t len = atomic_load_explicit(&b->len, memory_order_relaxed);
+    if (rec != ri || len > r->record_size)
+        return false;
+    uint64_t sum =
+        fl__sum_header(rec, atomic_load_explicit(&b->token, memory_order_relaxed), len, gen);
+    for (size_t w = 0; w < ((size_t)len + 7) / 8; w++)
+        sum = fl__sum_mix(sum, atomic_load_explicit(&b->data[w], memory_order_relaxed));
+    return sum == atomic_load_explicit(&b->sum, memory_order_relaxed);
+}
+
+uint32_t fl__records_vouch(fl_region *r, fl__unvouched_fn fn, void *ctx)
+{
+    struct fl__keytab t;
+    fl__keytab_records(r, &t);
+    uint32_t used = fl__keytab_used(&t), unvouched = 0;
+    for (uint32_t i = 0; i < used; i++) {
+        struct fl__record *rec = &r->records[i];
+        for (;;) {
+            /* acquire: pairs with a committer's release CAS, as in fl_read */
+            uint64_t cur = atomic_load_explicit(&rec->cur, memory_order_acquire);
+            if (cur == 0)
+                break;
+            bool ok = !(cur & FL__CUR_UNVOUCHED) && fl__buffer_vouches(r, i, cur);
+            /* acquire fence: the buffer's loads complete before cur is re-read */
+            atomic_thread_fence(memory_order_acquire);
+            if (atomic_load_explicit(&rec->cur, memory_order_relaxed) != cur)
+                continue; /* a live commit replaced it: its writer vouches for it */
+            if (ok)
+                break;
+            /* relaxed: the flag orders nothing; the CAS fails if a commit
+             * replaced the value meanwhile, and we look again */
+            if ((cur & FL__CUR_UNVOUCHED) ||
+                atomic_compare_exchange_strong_explicit(&rec->cur, &cur,
+                                                        cur | FL__CUR_UNVOUCHED,
+                                                        memory_order_relaxed,
+                                                        memory_order_relaxed)) {
+                unvouched++;
+                if (fn)
+                    fn(ctx, i);
+                break;
+            }
+        }
+    }
+    return unvouched;
+}
+
 int fl_record_info_get(fl_region *r, uint32_t index, fl_record_info *info)
 {
     if (!r || !info)
         return fl__fail(-EINVAL, "fl_record_info_get: NULL argument");
+    int err = fl__handle_check(r, "fl_record_info_get");
+    if (err)
+        return err;
     struct fl__keytab t;
     fl__keytab_records(r, &t);
     if (index >= fl__keytab_used(&t))
@@ -522,7 +640,9 @@ int fl_record_info_get(fl_region *r, uint32_t index, fl_record_info *info)
     if (bound && bound - 1 < fl__keytab_used(&lt))
         fl__key_published(&lt, bound - 1, info->bound_key);
     uint64_t cur = 0, tok = 0, ver = 0;
-    if (fl__record_current(r, rec, &cur, &tok, &ver) == 0 && cur) {
+    if (fl__record_current(r, rec, &cur, &tok, &ver) == 0 && (cur & FL__CUR_UNVOUCHED)) {
+        info->unvouched = 1;
+    } else if (cur) {
         info->accepted_token = tok;
         info->version = ver;
         uint32_t bi = 0;

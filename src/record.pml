@@ -106,9 +106,16 @@
  *                             cur had before), and claim the current value.
  *                             record.c loads the state with acquire.
  */
-/* C-VERSION: src/record.c git-blob 513f50d252f2a70796feb1670a784f2a5de73063
- * (or 45a100a15a3d7e822b6b7451c6b61ae890aff399:
- * the same plus its one-line pointer to this model) */
+/* Outside the model: the buffer sum (one more plain store into the
+ * committer's own STAGING buffer before the publishing CAS, like the data
+ * words); the supervisor's check of every current value at start
+ * (fl__records_vouch), which marks cur FL__CUR_UNVOUCHED only with a CAS
+ * from a cur it saw unchanged around the check, so a concurrent commit
+ * makes the CAS fail (in the same boot no current buffer fails the check:
+ * a buffer cur names never changes); reads refusing a marked cur, and
+ * commits taking its F as 0 (tokens of this boot are above every earlier
+ * one, I1); and the entry checks against a handle used after fork.
+ * C-VERSION: src/record.c git-blob ac9be4f9c3adbe9f805bc62594b728525563e8ec */
 
 #ifndef NB
 #define NB 3

@@ -302,6 +302,12 @@ int fl__region_map(const char *path, bool readonly, fl_region **out)
     r->events = (struct fl__event *)(void *)(r->base + h.events_off);
     r->event_mask = h.event_count - 1;
     r->other_boot = !fl__same_boot(r);
+    err = fl__read_timens_offset(&r->timens_ns);
+    if (err) {
+        munmap(r->base, r->size);
+        goto fail;
+    }
+    fl__handle_bind_process(r);
     *out = r;
     return 0;
 fail:
@@ -345,10 +351,107 @@ bool fl__same_boot(const fl_region *r)
 {
     char now[40], had[40];
     if (fl__read_boot_id(now) != 0)
-        return true; /* no /proc: cannot tell, trust the region */
+        return false; /* cannot tell: fail closed, the leases are not vouched for (I11) */
     memcpy(had, r->hdr->boot_id, sizeof had);
     had[39] = '\0';
     return strcmp(now, had) == 0;
+}
+
+static bool fl__region_served(const fl_region *r);
+
+/* How long fl_open waits for a supervisor that is starting to ready the
+ * region (make its epoch durable, raise the floor, vouch for the records):
+ * milliseconds normally; a state file on a slow disk may take longer. */
+#define FL__READY_WAIT_NS (5ull * 1000000000ull)
+
+/*
+ * READINESS (I1).  A client may take tokens only from a floor that is the
+ * current epoch's, made durable by a supervisor in this boot.  The
+ * supervisor clears the header's ready_boot when it starts, and stores this
+ * boot's tag there (release) only once the epoch is on disk, the floor
+ * raised and the records vouched for; a start that fails leaves it clear.
+ * So a region just created, one of an earlier boot, or one whose supervisor
+ * failed to start is refused; while a supervisor is starting (it holds the
+ * region's flock) we sleep on ready_wake for at most FL__READY_WAIT_NS.
+ * Handles opened before a restart keep working (I10): the memory they work
+ * on is this boot's, and its tokens only grow.
+ *
+ * Ordering: we load ready_wake (acquire) before ready_boot; the supervisor
+ * stores ready_boot before it bumps ready_wake.  If we saw neither, the bump
+ * comes later and our futex wait returns at once: no lost wakeup.  The
+ * acquire load of ready_boot that matches makes the floor stored before it
+ * visible to this thread, and through the caller's own synchronization to
+ * every thread that gets the handle.
+ */
+static int fl__await_ready(fl_region *r)
+{
+    char boot[40];
+    int err = fl__read_boot_id(boot);
+    if (err)
+        return fl__fail(-EIO,
+                        "region %s: cannot read this boot's id (%s): whether its leases are "
+                        "still valid cannot be known, so it is not opened",
+                        r->path, strerror(-err));
+    uint64_t want = fl__boot_tag(boot);
+    uint64_t give_up = fl__monotonic_ns(NULL) + FL__READY_WAIT_NS;
+    for (;;) {
+        /* acquire: see the ordering above */
+        uint32_t seq = atomic_load_explicit(&r->hdr->ready_wake, memory_order_acquire);
+        uint64_t have = atomic_load_explicit(&r->hdr->ready_boot, memory_order_acquire);
+        if (have == want && !r->other_boot)
+            return 0;
+        uint64_t now = fl__monotonic_ns(NULL);
+        if (!fl__region_served(r) || now >= give_up) {
+            if (r->other_boot)
+                return fl__fail(-EAGAIN,
+                                "region %s: written during an earlier boot; start fencelockd "
+                                "to adopt it (it voids the old leases)",
+                                r->path);
+            return fl__fail(-EAGAIN,
+                            "region %s: not ready: no fencelockd has made this boot's token "
+                            "epoch durable for it yet (%s)",
+                            r->path,
+                            fl__region_served(r) ? "fencelockd is still starting"
+                                                 : "start fencelockd; if it failed to start, "
+                                                   "its log says why");
+        }
+        /* Wake now and then to notice a supervisor that died starting. */
+        uint64_t until = now + 100000000ull < give_up ? now + 100000000ull : give_up;
+        fl__futex_wait(&r->hdr->ready_wake, seq, until);
+    }
+}
+
+void fl__region_set_ready(fl_region *r, uint64_t boot_tag)
+{
+    if (!boot_tag) {
+        /* seq_cst: a plain store would do (a client that still sees the
+         * old tag opens a region readied in this boot), nothing here is hot */
+        atomic_store(&r->hdr->ready_boot, 0);
+        return;
+    }
+    /* release: the floor, the voided leases and the marked records are
+     * visible to a client whose acquire load sees the tag */
+    atomic_store_explicit(&r->hdr->ready_boot, boot_tag, memory_order_release);
+    /* release: after the tag, so a waiter that sees the bump sees the tag */
+    atomic_fetch_add_explicit(&r->hdr->ready_wake, 1, memory_order_release);
+    fl__futex_wake_all(&r->hdr->ready_wake);
+}
+
+int fl__test_region_create_ready(const char *path, const struct fl__params *p)
+{
+    int err = fl__region_create(path, p);
+    if (err)
+        return err;
+    fl_region *r = NULL;
+    err = fl__region_map(path, false, &r);
+    if (err)
+        return err;
+    char boot[40];
+    err = fl__read_boot_id(boot);
+    if (!err)
+        fl__region_set_ready(r, fl__boot_tag(boot));
+    fl__region_unmap(r);
+    return err;
 }
 
 int fl_open(const char *region_path, fl_region **out)
@@ -364,12 +467,10 @@ int fl_open(const char *region_path, fl_region **out)
     if (err)
         return err;
     /* NOLINTNEXTLINE(clang-analyzer-core.NullDereference): r is set when err is 0 */
-    if (r->other_boot) {
+    err = fl__await_ready(r);
+    if (err) {
         fl__region_unmap(r);
-        return fl__fail(-EAGAIN,
-                        "region %s: written during an earlier boot; start fencelockd to "
-                        "adopt it (it voids the old leases)",
-                        path);
+        return err;
     }
     err = fl__client_register(r);
     if (err == -ENXIO || err == -EUSERS || err == -ENOMEM || err == -EMFILE ||
@@ -406,6 +507,21 @@ void fl_close(fl_region *r)
 {
     if (!r)
         return;
+    if (fl__handle_is_inherited(r)) {
+        /* A forked child closing its copy of a parent's handle: unmap and
+         * close our copies only.  The parent's locks, registration and
+         * keepalive thread (which does not exist in the child; its memory
+         * is left as it is) stay the parent's.  Closing our copy of the
+         * socket does not end the parent's connection. */
+        munmap(r->base, r->size);
+        close(r->fd);
+        if (r->sock >= 0)
+            close(r->sock);
+        /* keeper_lock is not destroyed: a parent's thread may have held it
+         * at the fork, and the child's copy would stay locked. */
+        free(r);
+        return;
+    }
     fl__keepalive_shutdown(r);
     /* Locks still held through this handle are abandoned, as at a death: we
      * free them ourselves, which works whether or not the supervisor that
@@ -419,7 +535,10 @@ void fl_close(fl_region *r)
     fl__region_unmap(r);
 }
 
-int fl_region_registered(const fl_region *r) { return r && r->sock >= 0 ? 1 : 0; }
+int fl_region_registered(const fl_region *r)
+{
+    return r && r->sock >= 0 && !fl__handle_is_inherited(r) ? 1 : 0;
+}
 
 const char *fl_region_path(const fl_region *r) { return r ? r->path : ""; }
 
@@ -448,6 +567,9 @@ int fl_region_info_get(fl_region *r, fl_region_info *info)
 {
     if (!r || !info)
         return fl__fail(-EINVAL, "fl_region_info_get: NULL argument");
+    int err = fl__handle_check(r, "fl_region_info_get");
+    if (err)
+        return err;
     memset(info, 0, sizeof *info);
     info->format_version = FL__FORMAT_VERSION;
     info->lock_capacity = r->lock_capacity;
@@ -473,6 +595,13 @@ int fl_region_info_get(fl_region *r, fl_region_info *info)
     memcpy(info->boot_id, r->hdr->boot_id, sizeof info->boot_id);
     info->boot_id[sizeof info->boot_id - 1] = '\0';
     info->same_boot = fl__same_boot(r) ? 1 : 0;
+    char boot[40];
+    /* acquire: as in fl__await_ready */
+    info->ready = fl__read_boot_id(boot) == 0 &&
+                  atomic_load_explicit(&r->hdr->ready_boot, memory_order_acquire) ==
+                      fl__boot_tag(boot);
+    info->records_unvouched =
+        atomic_load_explicit(&r->hdr->records_unvouched, memory_order_relaxed);
     info->served = fl__region_served(r) ? 1 : 0;
     return 0;
 }
@@ -481,6 +610,9 @@ int fl_client_info_get(fl_region *r, uint32_t index, fl_client_info *info)
 {
     if (!r || !info)
         return fl__fail(-EINVAL, "fl_client_info_get: NULL argument");
+    int err = fl__handle_check(r, "fl_client_info_get");
+    if (err)
+        return err;
     if (index == 0 || index >= r->client_capacity)
         return fl__fail(-ERANGE, "client index %u out of 1..%u", index, r->client_capacity - 1);
     memset(info, 0, sizeof *info);

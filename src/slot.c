@@ -98,9 +98,13 @@ static inline void fl__pair_load(struct fl__pair *p, uint64_t *s, uint64_t *l)
     }
 }
 
-static inline uint64_t fl__deadline_ns(uint64_t lease_word)
+/* The deadline of a lease word on this process's CLOCK_MONOTONIC: the word
+ * holds host time (the initial time namespace's); we may live in a time
+ * namespace whose clock is shifted by r->timens_ns (clock.c, I11).
+ * Unsigned arithmetic wraps exactly: the result is a valid local time. */
+static inline uint64_t fl__deadline_ns(const fl_region *r, uint64_t lease_word)
 {
-    return (lease_word & FL__DEADLINE_MASK) * 1000ull;
+    return (lease_word & FL__DEADLINE_MASK) * 1000ull + (uint64_t)r->timens_ns;
 }
 
 static inline uint32_t fl__owner(uint64_t lease_word)
@@ -108,13 +112,15 @@ static inline uint32_t fl__owner(uint64_t lease_word)
     return (uint32_t)(lease_word >> FL__OWNER_SHIFT);
 }
 
-/* now + lease_ns rounded up to a microsecond, as a lease word for owner. */
+/* now + lease_ns rounded up to a microsecond, as a lease word for owner:
+ * now is on our clock, the word on the host's (see fl__deadline_ns). */
 static int fl__make_lease(fl_region *r, uint64_t now, uint64_t lease_ns, uint64_t *word)
 {
     uint64_t end = now + lease_ns;
     if (end < now)
         return fl__fail(-EOVERFLOW, "lease of %llu ns overflows the clock",
                         (unsigned long long)lease_ns);
+    end -= (uint64_t)r->timens_ns;
     uint64_t us = end / 1000 + (end % 1000 != 0);
     if (us > FL__DEADLINE_MASK)
         return fl__fail(-EOVERFLOW, "lease deadline beyond what a region can record (2^48 us)");
@@ -167,7 +173,7 @@ static int fl__wait_for_change(fl_region *r, struct fl__slot *sl, uint64_t s, ui
     uint64_t l2 = atomic_load(&sl->pair.lease);
     int rc = 0;
     if (s2 == s && l2 == l) {
-        uint64_t until = fl__deadline_ns(l);
+        uint64_t until = fl__deadline_ns(r, l);
         if (wait_until && wait_until < until)
             until = wait_until;
         /* The futex sleeps on the real CLOCK_MONOTONIC, the clock leases use
@@ -188,6 +194,9 @@ int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout
 {
     if (!r || !lease)
         return fl__fail(-EINVAL, "fl_acquire: NULL argument");
+    int err = fl__handle_check(r, "fl_acquire");
+    if (err)
+        return err;
     if (r->readonly)
         return fl__fail(-EINVAL, "fl_acquire: read-only region handle");
     if (lease_ns == 0)
@@ -200,7 +209,7 @@ int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout
     struct fl__keytab t;
     fl__keytab_locks(r, &t);
     uint32_t idx = 0;
-    int err = fl__key_find_or_create(&t, key, (size_t)len, &idx);
+    err = fl__key_find_or_create(&t, key, (size_t)len, &idx);
     if (err == -ENOSPC)
         return fl__fail(-ENOSPC, "region %s: lock table full (%u keys); cannot add key \"%s\"",
                         r->path, r->lock_capacity, key);
@@ -219,7 +228,7 @@ int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout
         uint32_t flags = 0;
         bool takeover = false;
         if (s & FL__HELD) {
-            if (now < fl__deadline_ns(l)) {
+            if (now < fl__deadline_ns(r, l)) {
                 contended = true;
                 if (timeout_ns == 0) /* a polling caller's path: no formatting */
                     return fl__fail_static(-EBUSY, "the key is held (try again later)");
@@ -277,7 +286,7 @@ int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout
             fl__count(sl, FL__C_CONTENDED);
         if (takeover) {
             fl__count(sl, FL__C_EXPIRIES_TAKEN);
-            uint64_t deadline = fl__deadline_ns(l); /* l: the pair we replaced */
+            uint64_t deadline = fl__deadline_ns(r, l); /* l: the pair we replaced */
             fl__event_post(r, &(struct fl__event_data){.type = FL__EV_TAKEOVER,
                                                        .slot = idx,
                                                        .token = next,
@@ -285,7 +294,7 @@ int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout
                                                        .late_ns = now > deadline ? now - deadline : 0});
         }
         lease->token = next;
-        lease->deadline_ns = fl__deadline_ns(nl);
+        lease->deadline_ns = fl__deadline_ns(r, nl);
         lease->slot = idx;
         lease->flags = flags;
         return 0;
@@ -313,6 +322,9 @@ static int fl__lease_slot(fl_region *r, const fl_lease *lease, const char *fn,
 {
     if (!r || !lease)
         return fl__fail(-EINVAL, "%s: NULL argument", fn);
+    int err = fl__handle_check(r, fn);
+    if (err)
+        return err;
     if (r->readonly)
         return fl__fail(-EINVAL, "%s: read-only region handle", fn);
     struct fl__keytab t;
@@ -336,7 +348,7 @@ int fl_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns)
     fl__pair_load(&sl->pair, &s, &l);
     for (;;) {
         uint64_t now = fl__now(r);
-        if (s != (lease->token << FL__TOKEN_SHIFT | FL__HELD) || now >= fl__deadline_ns(l)) {
+        if (s != (lease->token << FL__TOKEN_SHIFT | FL__HELD) || now >= fl__deadline_ns(r, l)) {
             fl__note_stale(r, sl, lease, s >> FL__TOKEN_SHIFT, FL__OP_RENEW);
             return fl__fail(-ESTALE, "renew of token %llu: ownership lost",
                             (unsigned long long)lease->token);
@@ -348,7 +360,7 @@ int fl_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns)
         nl = (nl & FL__DEADLINE_MASK) | (l & ~FL__DEADLINE_MASK); /* keep the owner */
         if (fl__pair_cas(&sl->pair, &s, &l, s, nl)) {
             fl__count(sl, FL__C_RENEWALS);
-            lease->deadline_ns = fl__deadline_ns(nl);
+            lease->deadline_ns = fl__deadline_ns(r, nl);
             return 0;
         }
         /* s, l now hold the current pair: a takeover or a renewal by another
@@ -389,6 +401,9 @@ int fl_check(fl_region *r, const fl_lease *lease)
 {
     if (!r || !lease)
         return fl__fail(-EINVAL, "fl_check: NULL argument");
+    int err = fl__handle_check(r, "fl_check");
+    if (err)
+        return err;
     struct fl__keytab t;
     fl__keytab_locks(r, &t);
     if (lease->slot >= fl__keytab_used(&t))
@@ -396,7 +411,7 @@ int fl_check(fl_region *r, const fl_lease *lease)
                         lease->slot);
     uint64_t s = 0, l = 0;
     fl__pair_load(&fl__slot_at(r, lease->slot)->pair, &s, &l);
-    if (s == (lease->token << FL__TOKEN_SHIFT | FL__HELD) && fl__now(r) < fl__deadline_ns(l))
+    if (s == (lease->token << FL__TOKEN_SHIFT | FL__HELD) && fl__now(r) < fl__deadline_ns(r, l))
         return 0;
     return fl__fail(-ESTALE, "token %llu is no longer current", (unsigned long long)lease->token);
 }
@@ -498,6 +513,9 @@ int fl_lock_info_get(fl_region *r, uint32_t index, fl_lock_info *info)
 {
     if (!r || !info)
         return fl__fail(-EINVAL, "fl_lock_info_get: NULL argument");
+    int err = fl__handle_check(r, "fl_lock_info_get");
+    if (err)
+        return err;
     struct fl__keytab t;
     fl__keytab_locks(r, &t);
     if (index >= fl__keytab_used(&t))
@@ -512,7 +530,7 @@ int fl_lock_info_get(fl_region *r, uint32_t index, fl_lock_info *info)
     uint64_t now = fl__now(r);
     info->token = s >> FL__TOKEN_SHIFT;
     if (s & FL__HELD) {
-        int64_t left = (int64_t)(fl__deadline_ns(l) - now);
+        int64_t left = (int64_t)(fl__deadline_ns(r, l) - now);
         bool void_boot = r->other_boot;
         info->state = (left > 0 && !void_boot) ? FL_LOCK_HELD : FL_LOCK_EXPIRED;
         info->lease_left_ns = void_boot ? -1 : left;

@@ -131,7 +131,13 @@
  *                     loaded, not a fresh one: passes the safety search,
  *                     fails the non-progress search (a livelock: --np).
  */
-/* C-VERSION: src/slot.c git-blob a10a6cd59487670dbdfaf996dff6446c6960b163 */
+/* Outside the model, unchanged by it: the entry checks against a handle
+ * used after fork (fl__handle_check: a guard before any step), and the
+ * conversion of deadlines by a time namespace's offset (fl__deadline_ns,
+ * fl__make_lease: the same arithmetic in every process, so every process
+ * reads the same deadline from the same pair; the model's clock is host
+ * time). */
+/* C-VERSION: src/slot.c git-blob 06e09c5bd70a9fc71c960c4ca80e99663c2bd2a5 */
 
 #ifndef NC
 #define NC 3

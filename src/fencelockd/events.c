@@ -84,12 +84,12 @@ static bool already_warned(struct event_log *l, const struct fl__event_data *d)
 
 /* When the event happened, on the wall clock: the ring records monotonic
  * time, the log shows wall time. */
-static uint64_t event_unix_ns(const struct fl__event_data *d)
+static uint64_t event_unix_ns(const fl_region *r, const struct fl__event_data *d)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts); /* display only */
     uint64_t wall = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-    uint64_t mono = fl__monotonic_ns(NULL);
+    uint64_t mono = fl__monotonic_ns(NULL) - (uint64_t)r->timens_ns; /* host time, as d's */
     uint64_t age = mono > d->time_ns ? mono - d->time_ns : 0;
     return wall > age ? wall - age : wall;
 }
@@ -97,7 +97,7 @@ static uint64_t event_unix_ns(const struct fl__event_data *d)
 static void on_event(void *ctx, const struct fl__event_data *d)
 {
     struct event_log *l = ctx;
-    uint64_t when = event_unix_ns(d);
+    uint64_t when = event_unix_ns(l->r, d);
     char key[FL_KEY_MAX + 1], record[FL_KEY_MAX + 1];
     key_name(l->r, d->slot, key);
     if (d->type == FL__EV_TAKEOVER) {

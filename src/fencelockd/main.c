@@ -259,12 +259,12 @@ static void log_voided(void *ctx, uint32_t slot, uint64_t token)
 }
 
 /* A region written during an earlier boot: every lease in it is void (I11),
- * and every client in its table is gone. */
-static void adopt_boot(fl_region *r)
+ * every client in its table is gone, and so is every commit in flight.
+ * now: this boot's id.  Runs while the region is not ready (no client of
+ * this boot can have opened it). */
+static void adopt_boot(fl_region *r, const char now[40])
 {
-    char now[40], had[40];
-    if (fl__read_boot_id(now) != 0)
-        return;
+    char had[40];
     memcpy(had, r->hdr->boot_id, sizeof had);
     had[39] = '\0';
     if (strcmp(now, had) == 0)
@@ -272,12 +272,44 @@ static void adopt_boot(fl_region *r)
     uint32_t voided = fl__slots_void_all(r, log_voided, r);
     for (uint32_t i = 1; i < r->client_capacity; i++)
         atomic_store_explicit(&r->clients[i].state, FL__CLIENT_FREE, memory_order_relaxed);
-    memcpy(r->hdr->boot_id, now, sizeof now);
+    uint32_t buffers = fl__buffers_reap_all(r);
+    memcpy(r->hdr->boot_id, now, 40);
     log_begin("info", "new_boot");
     log_str("previous_boot", had);
     log_str("boot", now);
     log_u64("leases_voided", voided);
+    log_u64("buffers_released", buffers);
     log_end();
+}
+
+static void log_unvouched(void *ctx, uint32_t record)
+{
+    fl_region *r = ctx;
+    char name[FL_KEY_MAX + 1] = "";
+    struct fl__keytab t;
+    fl__keytab_records(r, &t);
+    fl__key_published(&t, record, name);
+    log_begin("error", "record_unvouched");
+    log_str("record", name);
+    log_str("message", "its value does not match the checksum its commit wrote (pages of a "
+                       "region on disk reached it from different moments); reads answer "
+                       "EBADMSG until it is committed again");
+    log_end();
+}
+
+/* Check every record's value against its buffer sum (record.c); a region
+ * on disk may come back from a host crash with pages of different moments.
+ * Records that fail are marked, logged and counted, never served. */
+static void vouch_records(fl_region *r)
+{
+    uint32_t n = fl__records_vouch(r, log_unvouched, r);
+    /* relaxed: display only */
+    atomic_store_explicit(&r->hdr->records_unvouched, n, memory_order_relaxed);
+    if (n) {
+        log_begin("warn", "records_unvouched");
+        log_u64("records", n);
+        log_end();
+    }
 }
 
 /* Log what the last run left, then start a new epoch above every token that
@@ -304,6 +336,17 @@ static int start_epoch(fl_region *r, const struct options *o, const char *state_
     uint64_t base = durable > in_region ? durable : in_region;
     if (FL_TOKEN_EPOCH(o->min_token) > base)
         base = FL_TOKEN_EPOCH(o->min_token);
+    /* Never wrap (I1): the next epoch must exist. */
+    if (base >= FL_EPOCH_MAX) {
+        snprintf(err, sizeof err,
+                 "token epoch space spent: the greatest epoch handed out is %llu (state "
+                 "file %s: %llu, region: %llu), the last epoch is %llu; no token greater than "
+                 "every earlier one can be made: create a new region for new keys",
+                 (unsigned long long)base, state_path, (unsigned long long)durable,
+                 (unsigned long long)in_region, (unsigned long long)FL_EPOCH_MAX);
+        log_error("epoch_space_spent", err);
+        return -1;
+    }
     log_begin("info", "found");
     log_str("region", r->path);
     log_str("last_run", found);
@@ -390,7 +433,22 @@ int main(int argc, char **argv)
         fl__region_unmap(r);
         return EXIT_BUSY;
     }
-    adopt_boot(r);
+    /* Until the region is readied below, fl_open refuses new clients (I1): none may
+     * take a token from a floor this start has not made durable. */
+    fl__region_set_ready(r, 0);
+    char boot[40];
+    int berr = fl__read_boot_id(boot);
+    if (berr) {
+        char msg[256];
+        snprintf(msg, sizeof msg,
+                 "cannot read this boot's id (/proc/sys/kernel/random/boot_id): %s; whether "
+                 "the region's leases are still valid cannot be known (I11)",
+                 strerror(-berr));
+        log_error("boot_id_unreadable", msg);
+        fl__region_unmap(r);
+        return EXIT_REGION;
+    }
+    adopt_boot(r, boot);
     char state_path[4096];
     if (o.state)
         snprintf(state_path, sizeof state_path, "%s", o.state);
@@ -402,6 +460,7 @@ int main(int argc, char **argv)
         fl__region_unmap(r);
         return EXIT_REGION;
     }
+    vouch_records(r);
     struct registry *g = registry_new(r);
     if (!g) {
         log_error("out_of_memory", "cannot allocate the client registry");
@@ -427,6 +486,7 @@ int main(int argc, char **argv)
                                                          memory_order_relaxed)));
     log_str("state_file", state_path);
     log_end();
+    fl__region_set_ready(r, fl__boot_tag(boot)); /* after all of the above */
     notify_systemd("READY=1");
 
     struct event_log *events = event_log_new(r);

@@ -148,7 +148,7 @@ static void test_fresh_region(void **state)
     assert_contains(out, want);
     snprintf(want, sizeof want, "Supervisor:   pid %d, running\n", (int)d.pid);
     assert_contains(out, want);
-    assert_contains(out, "Format:       version 2, ");
+    assert_contains(out, "Format:       version 3, ");
     assert_contains(out, "(this boot)");
     assert_contains(out, "Tokens:       epoch 1, floor ");
     assert_contains(out, "Locks:        0 of 4096 keys in use\n");

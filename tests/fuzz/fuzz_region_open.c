@@ -43,7 +43,7 @@ static void make_template(void)
     snprintf(template_path, sizeof template_path, "%s/region", dir);
     struct fl__params p = {.locks = 8, .records = 4, .record_size = 64, .clients = 4,
                            .spare_buffers = 2};
-    if (fl__region_create(template_path, &p) != 0)
+    if (fl__test_region_create_ready(template_path, &p) != 0)
         abort();
     /* Populate it: keys, a held lock, committed records. */
     fl_region *r;

@@ -519,7 +519,7 @@ static void test_stopped_commit_holds_one_buffer(void **state)
         struct nb_ctx ctx = {rc_path(name)};
         struct fl__params p = {.locks = 4, .records = 1, .record_size = 64, .clients = 8,
                                .spare_buffers = spare};
-        assert_int_equal(fl__region_create(ctx.path, &p), 0);
+        assert_int_equal(fl__test_region_create_ready(ctx.path, &p), 0);
         fl_region *r = rc_open(ctx.path);
         fl_lease first;
         assert_int_equal(fl_acquire(r, KEY, 60 * TH_S, 0, &first), 0);

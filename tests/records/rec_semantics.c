@@ -25,7 +25,7 @@ static fl_region *fresh(const char *name, uint32_t records, uint32_t record_size
     const char *path = rc_path(name);
     struct fl__params p = {.locks = 16, .records = records, .record_size = record_size,
                            .clients = 8, .spare_buffers = spare};
-    assert_int_equal(fl__region_create(path, &p), 0);
+    assert_int_equal(fl__test_region_create_ready(path, &p), 0);
     if (path_out)
         *path_out = path;
     return rc_open(path);

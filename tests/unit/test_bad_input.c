@@ -35,7 +35,7 @@ static int setup(void **state)
 {
     (void)state;
     snprintf(valid, sizeof valid, "%s", th_path("valid.region"));
-    return fl__region_create(valid, &tiny) == 0 ? 0 : -1;
+    return fl__test_region_create_ready(valid, &tiny) == 0 ? 0 : -1;
 }
 
 static void copy_file(const char *from, const char *to)
@@ -296,7 +296,7 @@ static void test_full_key_table(void **state)
     (void)state;
     char p[512];
     snprintf(p, sizeof p, "%s", th_path("full.region"));
-    assert_int_equal(fl__region_create(p, &tiny), 0);
+    assert_int_equal(fl__test_region_create_ready(p, &tiny), 0);
     fl_region *r;
     assert_int_equal(fl_open(p, &r), 0);
     fl_lease l[4], x;
@@ -338,7 +338,7 @@ static void test_replaced_region(void **state)
     th_daemon d;
     assert_int_equal(th_daemon_start(&d, p, NULL), 0);
     assert_int_equal(rename(p, old), 0); /* the supervisor keeps serving the old file */
-    assert_int_equal(fl__region_create(p, &tiny), 0);
+    assert_int_equal(fl__test_region_create_ready(p, &tiny), 0);
     fl_region *r;
     int rc = fl_open(p, &r);
     if (rc != -ENXIO)

@@ -46,7 +46,7 @@ static void test_expiry_follows_only_the_handle_clock(void **state)
 {
     (void)state;
     const char *path = th_path("clock.region");
-    assert_int_equal(fl__region_create(path, &small), 0);
+    assert_int_equal(fl__test_region_create_ready(path, &small), 0);
     fl_region *r;
     assert_int_equal(fl_open(path, &r), 0);
     assert_int_equal(fl_region_registered(r), 0); /* no supervisor: unregistered */
@@ -115,7 +115,7 @@ static void test_other_boot_leases_are_void(void **state)
     const char *p = th_path("boot.region");
     char path[512];
     snprintf(path, sizeof path, "%s", p);
-    assert_int_equal(fl__region_create(path, &small), 0);
+    assert_int_equal(fl__test_region_create_ready(path, &small), 0);
     fl_region *r;
     assert_int_equal(fl_open(path, &r), 0);
     fl_lease a;

@@ -58,7 +58,7 @@ static void test_many_keys(void **state)
     (void)state;
     char path[512];
     snprintf(path, sizeof path, "%s", th_path("many.region"));
-    assert_int_equal(fl__region_create(path, &params), 0);
+    assert_int_equal(fl__test_region_create_ready(path, &params), 0);
     fl_region *r;
     assert_int_equal(fl_open(path, &r), 0);
     static uint32_t slot[NMANY], hash[NMANY], sorted[NMANY];
@@ -125,7 +125,7 @@ static void test_similar_keys(void **state)
     (void)state;
     char path[512];
     snprintf(path, sizeof path, "%s", th_path("similar.region"));
-    assert_int_equal(fl__region_create(path, &params), 0);
+    assert_int_equal(fl__test_region_create_ready(path, &params), 0);
     fl_region *r;
     assert_int_equal(fl_open(path, &r), 0);
     char keys[64][FL_KEY_MAX + 1];
@@ -229,7 +229,7 @@ static void test_racing_creators(void **state)
     snprintf(race_path, sizeof race_path, "%s", th_path("race.region"));
     struct fl__params big = params;
     big.locks = 4096;
-    assert_int_equal(fl__region_create(race_path, &big), 0);
+    assert_int_equal(fl__test_region_create_ready(race_path, &big), 0);
     race = mmap(NULL, sizeof *race, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     assert_true(race != MAP_FAILED);
     memset(race, 0, sizeof *race);
@@ -311,7 +311,7 @@ static void test_corrupt_index(void **state)
     (void)state;
     char path[512];
     snprintf(path, sizeof path, "%s", th_path("corrupt.region"));
-    assert_int_equal(fl__region_create(path, &params), 0);
+    assert_int_equal(fl__test_region_create_ready(path, &params), 0);
     fl_region *r;
     assert_int_equal(fl__region_map(path, false, &r), 0);
     fl_lease l;

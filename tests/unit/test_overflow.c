@@ -28,7 +28,7 @@ static fl_region *fresh(const char *name)
 {
     fl_region *r;
     const char *p = th_path(name);
-    assert_int_equal(fl__region_create(p, &small), 0);
+    assert_int_equal(fl__test_region_create_ready(p, &small), 0);
     assert_int_equal(fl_open(p, &r), 0);
     return r;
 }
