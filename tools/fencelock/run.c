@@ -48,7 +48,13 @@
 
 #define DEFAULT_LEASE_NS (30ull * 1000000000ull)
 #define DEFAULT_KILL_AFTER_NS (5ull * 1000000000ull)
-#define MIN_LEASE_NS 1000000ull /* 1ms: a shorter lease cannot be renewed in time */
+/* The shortest lease the keepalive renews reliably on a loaded machine, with
+ * margin: docs/run-lease.md has the measurement (50ms already failed under
+ * load; 100ms held: 250ms leaves 2.5 times that margin). */
+#define MIN_LEASE_NS (250ull * 1000000ull)
+/* Lease deadlines are microseconds of CLOCK_MONOTONIC in 48 bits (see
+ * CAVEATS in fencelock.h): now + lease must stay below this. */
+#define LEASE_DEADLINE_LIMIT_NS (((1ull << 48) - 1) * 1000ull)
 
 const char run_usage[] =
     "Usage: fencelock run [OPTIONS] KEY -- COMMAND [ARGUMENT...]\n"
@@ -73,8 +79,10 @@ const char run_usage[] =
     "Options (they come before KEY):\n"
     "  -r, --region PATH      the region file (default: $FENCELOCK_REGION, else\n"
     "                         /dev/shm/fencelock-UID/region)\n"
-    "  -l, --lease DURATION   lease length (default 30s, at least 1ms); renewed\n"
-    "                         each time a third of it has passed\n"
+    "  -l, --lease DURATION   lease length (default 30s, at least 250ms: the\n"
+    "                         shortest that renewal keeps on a loaded machine);\n"
+    "                         renewed each time a third of it has passed; at\n"
+    "                         most 2^48 us (8.9 years) less the time since boot\n"
     "  -w, --wait DURATION    give up with status 75 if KEY is still held after\n"
     "                         DURATION (default: wait as long as it takes)\n"
     "  -n, --no-wait          give up at once if KEY is held (same as --wait 0)\n"
@@ -112,7 +120,8 @@ const char run_usage[] =
     "\n"
     "Exit status:\n"
     "  N    COMMAND's exit status; 128+N if COMMAND was killed by signal N\n"
-    "  2    bad usage: unknown option, bad DURATION or KEY, missing -- or COMMAND\n"
+    "  2    bad usage: unknown option, bad DURATION or KEY, --lease out of range,\n"
+    "       missing -- or COMMAND\n"
     "  3    the region cannot be opened or is not a valid region\n"
     "  75   KEY could not be acquired in time (--wait, --no-wait)\n"
     "  76   the lease was lost while COMMAND ran: COMMAND was terminated (or had\n"
@@ -227,6 +236,40 @@ static int parse_duration_option(const char *option, const char *text, uint64_t 
     return run_usage_error("%s '%s': %s", option, shown, why);
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* -1 if lease_ns is a lease fencelock run can keep, else the exit status of
+ * bad usage.  The longest is what a region can record from now on, rounded
+ * down to a whole minute (so that the limit printed is the one applied, and
+ * the clock's advance until the acquisition has a little room). */
+static int check_lease(const char *text, uint64_t lease_ns)
+{
+    char shown[256], limit[32];
+    escape(text, shown, sizeof shown);
+    if (lease_ns < MIN_LEASE_NS) {
+        cli_format_duration(MIN_LEASE_NS, limit, sizeof limit);
+        return run_usage_error("--lease '%s': a lease must be at least %s (renewal cannot keep "
+                               "a shorter one on a loaded machine)",
+                               shown, limit);
+    }
+    uint64_t now = now_ns();
+    uint64_t room = now < LEASE_DEADLINE_LIMIT_NS ? LEASE_DEADLINE_LIMIT_NS - now : 0;
+    uint64_t max = room / (60ull * 1000000000ull) * (60ull * 1000000000ull);
+    if (lease_ns > max) {
+        cli_format_duration(max, limit, sizeof limit);
+        return run_usage_error("--lease '%s': longer than a region can record: at most %s now "
+                               "(lease deadlines are microseconds of the monotonic clock below "
+                               "2^48, about 8.9 years after boot)",
+                               shown, limit);
+    }
+    return -1;
+}
+
 /* Returns -1 to go on, else the exit status (help shown, or bad usage). */
 static int parse_run_args(int argc, char **argv, struct run_options *o)
 {
@@ -259,8 +302,8 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
         case 'l':
             if ((rc = parse_duration_option("--lease", optarg, &o->lease_ns)) >= 0)
                 return rc;
-            if (o->lease_ns < MIN_LEASE_NS)
-                return run_usage_error("--lease '%s': a lease must be at least 1ms", optarg);
+            if ((rc = check_lease(optarg, o->lease_ns)) >= 0)
+                return rc;
             break;
         case 'w':
             if ((rc = parse_duration_option("--wait", optarg, &ns)) >= 0)
@@ -327,13 +370,6 @@ struct runner {
     bool term_sent, kill_sent;
     uint64_t kill_at; /* CLOCK_MONOTONIC */
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static const char *library_error(int err)
 {
