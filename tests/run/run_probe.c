@@ -6,6 +6,10 @@
  *   env KEY TOKEN REGION           FENCELOCK_KEY, _TOKEN, _REGION ("-": unset)
  *   fds N [FD=TARGET...]           open descriptors besides 0..3 (leaked to it)
  *   grandchild PID PGID            (--fork) a child it started, same group
+ *   detached PID SID               (--setsid) a child in a session of its own,
+ *                                  (--detach) the same double-forked, so that
+ *                                  it is reparented to fencelock run; both
+ *                                  ignore SIGTERM (and report it)
  *   signal PID N                   PID (it or its child) received signal N
  *
  * and obeys lines on stdin: "exit N" (exit with N), "kill N" (die by signal
@@ -19,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static bool ignore_term;
@@ -88,12 +93,16 @@ static const char *env(const char *name)
 
 int main(int argc, char **argv)
 {
-    bool do_fork = false;
+    bool do_fork = false, do_setsid = false, do_detach = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--ignore-term") == 0)
             ignore_term = true;
         else if (strcmp(argv[i], "--fork") == 0)
             do_fork = true;
+        else if (strcmp(argv[i], "--setsid") == 0)
+            do_setsid = true;
+        else if (strcmp(argv[i], "--detach") == 0)
+            do_detach = true;
     }
     catch_signals();
     char line[8192];
@@ -114,6 +123,21 @@ int main(int argc, char **argv)
             for (;;)
                 pause();
         }
+    }
+    if (do_setsid || do_detach) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            setsid();
+            if (do_detach && fork() != 0)
+                _exit(0); /* the detached one is orphaned */
+            ignore_term = true;
+            snprintf(line, sizeof line, "detached %d %d\n", (int)getpid(), (int)getsid(0));
+            say(line);
+            for (;;)
+                pause();
+        }
+        if (do_detach)
+            waitpid(pid, NULL, 0);
     }
     /* Commands on stdin, one per line. */
     size_t n = 0;

@@ -45,6 +45,14 @@ void sp_start(sp_proc *p, const sp_opts *o, const char *const *argv)
             _exit(127);
         int fin = o->stdin_pipe ? in[0] : open("/dev/null", O_RDONLY | O_CLOEXEC);
         int ferr = open(p->err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (o->stderr_broken_pipe && ferr >= 0) {
+            int bp[2];
+            if (pipe2(bp, O_CLOEXEC) != 0)
+                _exit(126);
+            close(bp[0]); /* the reader is gone before anything is written */
+            close(ferr);
+            ferr = bp[1];
+        }
         if (fin < 0 || ferr < 0)
             _exit(126);
         /* Move everything above the targets first, so that no dup2 below

@@ -27,6 +27,8 @@ typedef struct sp_opts {
     const char *const *env;     /* more NAME=VALUE entries, NULL-terminated (may be NULL) */
     bool stdin_pipe;            /* false: stdin is /dev/null */
     bool report_pipe;           /* a pipe on its fd 3, read through sp_proc.report */
+    bool stderr_broken_pipe;    /* its stderr a pipe whose reader is gone (err_path stays
+                                   empty): every write fails with EPIPE or SIGPIPE */
 } sp_opts;
 
 /* Start argv (argv[0] a path, or looked up in PATH); fails the test if it

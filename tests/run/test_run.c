@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -67,9 +68,10 @@ struct probe_run {
 };
 
 /* Start `fencelock run OPTIONS... KEY -- run_probe PROBE_ARGS...` and read the
- * probe's first reports. */
-static void start_probe(struct probe_run *pr, const char *const *options, const char *key,
-                        const char *const *probe_args)
+ * probe's first reports; broken_stderr: fencelock run's stderr is a pipe
+ * whose reader is gone. */
+static void start_probe_with(struct probe_run *pr, const char *const *options, const char *key,
+                             const char *const *probe_args, bool broken_stderr)
 {
     const char *argv[32] = {FENCELOCK_TOOL_PATH, "run"};
     int n = 2;
@@ -81,7 +83,8 @@ static void start_probe(struct probe_run *pr, const char *const *options, const 
     for (int i = 0; probe_args && probe_args[i]; i++)
         argv[n++] = probe_args[i];
     argv[n] = NULL;
-    sp_opts o = {.region = daemon_.region, .stdin_pipe = true, .report_pipe = true};
+    sp_opts o = {.region = daemon_.region, .stdin_pipe = true, .report_pipe = true,
+                 .stderr_broken_pipe = broken_stderr};
     sp_start(&pr->p, &o, argv);
     char buf[1024];
     int pid, pgid;
@@ -94,6 +97,35 @@ static void start_probe(struct probe_run *pr, const char *const *options, const 
     sp_line(&pr->p, pr->p.report, buf, sizeof buf, T_LINE, "fds");
     assert_int_equal(sscanf(buf, "fds %d", &pr->extra_fds), 1);
     snprintf(pr->fds_line, sizeof pr->fds_line, "%s", buf);
+}
+
+static void start_probe(struct probe_run *pr, const char *const *options, const char *key,
+                        const char *const *probe_args)
+{
+    start_probe_with(pr, options, key, probe_args, false);
+}
+
+/* "detached PID SID" from the report pipe (run_probe --setsid, --detach):
+ * the pid of a descendant in a session of its own. */
+static pid_t expect_detached(struct probe_run *pr)
+{
+    char buf[256];
+    int pid, sid;
+    sp_line(&pr->p, pr->p.report, buf, sizeof buf, T_LINE, "detached");
+    assert_int_equal(sscanf(buf, "detached %d %d", &pid, &sid), 2);
+    assert_true(sid != getsid(pr->probe)); /* it left the command's session and group */
+    assert_true(getpgid(pid) != pr->probe_pgid);
+    return pid;
+}
+
+/* pid is gone, reaped: not even a zombie.  Kills it if not, so that a
+ * failing test leaves nothing behind. */
+static bool reaped(pid_t pid)
+{
+    bool gone = kill(pid, 0) != 0 && errno == ESRCH;
+    if (!gone)
+        kill(pid, SIGKILL);
+    return gone;
 }
 
 static fl_lock_info lock_info(const char *key)
@@ -512,6 +544,133 @@ static void test_lease_kept_while_running(void **state)
     sp_free(&pr.p);
 }
 
+/* I4: fencelock run's stderr is a pipe whose reader is gone (`2>&1 | true`).
+ * The report of the loss must not kill fencelock run by SIGPIPE before it
+ * acts: the command, which ignores SIGTERM and so keeps running with a stale
+ * token, gets SIGTERM, then SIGKILL after --kill-after, and fencelock run
+ * exits 76 once it is reaped. */
+static void test_lease_lost_stderr_broken_pipe(void **state)
+{
+    (void)state;
+    struct probe_run pr;
+    start_probe_with(&pr, (const char *const[]){"--lease", "1s", "--kill-after", "1s", NULL},
+                     "run/lost-epipe", (const char *const[]){"--ignore-term", NULL}, true);
+    fl_lease b = stop_across_expiry(&pr, "run/lost-epipe");
+    assert_int_equal(kill(pr.p.pid, SIGCONT), 0);
+    expect_signal(&pr, pr.probe, SIGTERM);
+    int st = sp_wait(&pr.p, T_LINE);
+    bool gone = reaped(pr.probe);
+    assert_int_equal(st, 76);
+    assert_true(gone); /* SIGKILLed and reaped before fencelock run exited */
+    assert_int_equal(fl_check(region_, &b), 0);
+    assert_int_equal(fl_release(region_, &b), 0);
+    sp_free(&pr.p);
+}
+
+/* fencelock run ignores SIGPIPE for itself only: the command gets it as
+ * fencelock run got it (here the default), so that `yes | head` in it ends. */
+static void test_command_gets_sigpipe_back(void **state)
+{
+    (void)state;
+    run_opts o = {.region_env = daemon_.region};
+    run_result r;
+    run_tool(&r, &o,
+             (const char *const[]){"run", "run/sigpipe", "--", "grep", "^SigIgn:",
+                                   "/proc/self/status", NULL});
+    assert_int_equal(r.status, 0);
+    unsigned long long ignored;
+    assert_int_equal(sscanf(r.out, "SigIgn: %llx", &ignored), 1);
+    assert_int_equal(ignored & (1ull << (SIGPIPE - 1)), 0);
+    run_result_free(&r);
+}
+
+/* I4: a process the command started in a session of its own (setsid), which
+ * ignores SIGTERM, is outside the command's process group; after the loss it
+ * gets SIGTERM too, then SIGKILL, and fencelock run exits only once it is
+ * dead and reaped. */
+static void test_lease_lost_ends_setsid_descendant(void **state)
+{
+    (void)state;
+    struct probe_run pr;
+    start_probe(&pr, (const char *const[]){"--lease", "1s", "--kill-after", "1s", NULL},
+                "run/lost-setsid", (const char *const[]){"--setsid", NULL});
+    pid_t d = expect_detached(&pr);
+    fl_lease b = stop_across_expiry(&pr, "run/lost-setsid");
+    assert_int_equal(kill(pr.p.pid, SIGCONT), 0);
+    /* The command (which dies of it) and the detached one (which ignores it)
+     * both get SIGTERM, in either order. */
+    int got_probe = 0, got_detached = 0;
+    char buf[256];
+    for (int i = 0; i < 2; i++) {
+        int pid, sig;
+        sp_line(&pr.p, pr.p.report, buf, sizeof buf, T_LINE, "signal 15");
+        assert_int_equal(sscanf(buf, "signal %d %d", &pid, &sig), 2);
+        assert_int_equal(sig, SIGTERM);
+        got_probe += pid == pr.probe;
+        got_detached += pid == d;
+    }
+    int st = sp_wait(&pr.p, T_LINE);
+    bool gone = reaped(d);
+    assert_int_equal(got_probe, 1);
+    assert_int_equal(got_detached, 1);
+    assert_int_equal(st, 76);
+    assert_true(gone);
+    assert_true(reaped(pr.probe));
+    char *err = sp_stderr(&pr.p);
+    sp_assert_contains(err, "lost the lease of 'run/lost-setsid'");
+    sp_assert_contains(err, "and 1 process it started outside that group");
+    sp_assert_contains(err, "still running 1s after SIGTERM; sending SIGKILL");
+    free(err);
+    assert_int_equal(fl_check(region_, &b), 0);
+    assert_int_equal(fl_release(region_, &b), 0);
+    sp_free(&pr.p);
+}
+
+/* I4: the lock covers every process the command started.  The command
+ * exits and leaves a double-forked, setsid'd process running (reparented to
+ * fencelock run): it gets SIGTERM, KEY stays held while it is alive, and is
+ * released only after it is gone; the status is the command's. */
+static void test_exit_ends_leftovers_before_release(void **state)
+{
+    (void)state;
+    struct probe_run pr;
+    start_probe(&pr, (const char *const[]){"--kill-after", "30s", NULL}, "run/leftover",
+                (const char *const[]){"--detach", NULL});
+    pid_t d = expect_detached(&pr);
+    sp_write(&pr.p, "exit 7\n");
+    expect_signal(&pr, d, SIGTERM); /* it ignores it */
+    bool held = !key_free("run/leftover");
+    bool alive = kill(d, 0) == 0;
+    kill(d, SIGKILL); /* ended from here: fencelock run must notice, then release */
+    assert_true(alive);
+    assert_true(held);
+    assert_int_equal(sp_wait(&pr.p, T_LINE), 7);
+    assert_true(reaped(d));
+    assert_true(key_free("run/leftover"));
+    char *err = sp_stderr(&pr.p);
+    sp_assert_contains(err, "exited and left 1 process running; sending SIGTERM to it before "
+                            "releasing 'run/leftover'");
+    assert_int_equal(count_lines(err), 1);
+    free(err);
+    sp_free(&pr.p);
+
+    /* Ignoring SIGTERM, it gets SIGKILL after --kill-after. */
+    start_probe(&pr, (const char *const[]){"--kill-after", "1s", NULL}, "run/leftover",
+                (const char *const[]){"--detach", NULL});
+    d = expect_detached(&pr);
+    sp_write(&pr.p, "exit 0\n");
+    expect_signal(&pr, d, SIGTERM);
+    int st = sp_wait(&pr.p, T_LINE);
+    bool gone = reaped(d);
+    assert_int_equal(st, 0);
+    assert_true(gone);
+    assert_true(key_free("run/leftover"));
+    err = sp_stderr(&pr.p);
+    sp_assert_contains(err, "still running 1s after SIGTERM; sending SIGKILL");
+    free(err);
+    sp_free(&pr.p);
+}
+
 /* ---- bad usage and region errors --------------------------------------------- */
 
 static void expect_usage(const char *const *args, const char *message)
@@ -556,8 +715,8 @@ static void test_bad_usage(void **state)
     U("--lease '-1s': negative durations are not allowed", "--lease", "-1s", "k", "--", "true");
     U("--lease '': empty duration", "--lease", "", "k", "--", "true");
     U("--lease '5': missing unit", "--lease", "5", "k", "--", "true");
-    U("--lease '0': a lease must be at least 1ms", "--lease", "0", "k", "--", "true");
-    U("--lease '0.5ms': a lease must be at least 1ms", "--lease", "0.5ms", "k", "--", "true");
+    U("--lease '0': a lease must be at least 250ms", "--lease", "0", "k", "--", "true");
+    U("--lease '0.5ms': a lease must be at least 250ms", "--lease", "0.5ms", "k", "--", "true");
     U("--wait '1.s': expected digits after the decimal point", "--wait", "1.s", "k", "--",
       "true");
     U("--wait 's': expected a number", "--wait", "s", "k", "--", "true");
@@ -587,6 +746,52 @@ static void test_bad_usage(void **state)
     run_result_free(&r);
 }
 
+/* I4, I9: --lease below what renewal keeps on a loaded machine (250ms,
+ * docs/run-lease.md) or beyond what a region can record (deadlines are
+ * microseconds of CLOCK_MONOTONIC below 2^48) is refused before anything
+ * runs, with the limit. */
+static void test_lease_limits(void **state)
+{
+    (void)state;
+#define U(msg, ...) expect_usage((const char *const[]){"run", __VA_ARGS__, NULL}, msg)
+    U("--lease '249ms': a lease must be at least 250ms", "--lease", "249ms", "k", "--", "true");
+    U("--lease '1ms': a lease must be at least 250ms", "--lease", "1ms", "k", "--", "true");
+    run_opts o = {.region_env = daemon_.region};
+    run_result r;
+    run_tool(&r, &o,
+             (const char *const[]){"run", "--lease", "250ms", "run/min", "--", "true", NULL});
+    assert_int_equal(r.status, 0);
+    run_result_free(&r);
+
+    /* About 190 years: accepted by the duration parser, not by a region. */
+    run_tool(&r, &o,
+             (const char *const[]){"run", "--lease", "99999999m", "run/max", "--", "sh", "-c",
+                                   "echo ran", NULL});
+    assert_int_equal(r.status, 2);
+    assert_string_equal(r.out, "");
+    sp_assert_contains(r.err, "--lease '99999999m': longer than a region can record: at most ");
+    unsigned long long max_m;
+    const char *at = strstr(r.err, "at most ");
+    assert_int_equal(sscanf(at, "at most %llum now", &max_m), 1);
+    run_result_free(&r);
+    /* The limit is (2^48 - 1) us less the clock, in whole minutes. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * TH_S + (uint64_t)ts.tv_nsec;
+    uint64_t want = (((1ull << 48) - 1) * 1000ull - now) / (60 * TH_S);
+    assert_true(max_m == want || max_m == want + 1); /* a minute may have turned since */
+    char over[32], under[32];
+    snprintf(over, sizeof over, "%llum", max_m + 1);
+    snprintf(under, sizeof under, "%llum", max_m - 1);
+    U("longer than a region can record: at most", "--lease", over, "k", "--", "true");
+    run_tool(&r, &o,
+             (const char *const[]){"run", "--lease", under, "run/max", "--", "true", NULL});
+    if (r.status != 0)
+        fail_msg("--lease %s: status %d; stderr: %s", under, r.status, r.err);
+    run_result_free(&r);
+#undef U
+}
+
 static void test_help(void **state)
 {
     (void)state;
@@ -600,7 +805,8 @@ static void test_help(void **state)
     const char *needles[] = {"Usage: fencelock run", "KEY -- COMMAND", "--lease DURATION",
                              "--wait DURATION", "--no-wait", "--kill-after DURATION",
                              "--region PATH", "FENCELOCK_TOKEN", "FENCELOCK_KEY",
-                             "FENCELOCK_REGION", "default 30s", "default 5s", "250ms, 1.5s or 2m",
+                             "FENCELOCK_REGION", "default 30s", "at least 250ms", "default 5s",
+                             "250ms, 1.5s or 2m",
                              "process group", "SIGTERM", "SIGKILL", "printable ASCII",
                              "  75   ", "  76   ", "  2    ", "  3    ", "  125  ", "  126  ",
                              "  127  ", "128+N", "fence_token <= $FENCELOCK_TOKEN"};
@@ -665,6 +871,11 @@ int main(void)
         cmocka_unit_test(test_lease_lost_kill_at_once),
         cmocka_unit_test(test_lease_lost_after_command_exit),
         cmocka_unit_test(test_lease_kept_while_running),
+        cmocka_unit_test(test_lease_lost_stderr_broken_pipe),
+        cmocka_unit_test(test_command_gets_sigpipe_back),
+        cmocka_unit_test(test_lease_lost_ends_setsid_descendant),
+        cmocka_unit_test(test_exit_ends_leftovers_before_release),
+        cmocka_unit_test(test_lease_limits),
         cmocka_unit_test(test_bad_usage),
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_region_errors),

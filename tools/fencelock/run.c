@@ -9,21 +9,31 @@
  *   1. acquire KEY (waiting as --wait says; signals have their default
  *      effect until the command starts);
  *   2. block the signals it forwards and read them from a signalfd, together
- *      with SIGCHLD; become a child subreaper, so that processes the command
- *      leaves behind are reaped here;
+ *      with SIGCHLD; ignore SIGPIPE (a message to a stderr nobody reads must
+ *      never end the supervision); become a child subreaper, so that every
+ *      process the command starts stays a descendant of this one, however
+ *      it detaches (setsid, double fork);
  *   3. fork the command into a process group of its own (and hand it the
  *      terminal when we have it), set FENCELOCK_KEY, FENCELOCK_TOKEN and
  *      FENCELOCK_REGION, and hold it before exec until the lease is kept
  *      alive (fl_keepalive_start): the command never runs unrenewed;
  *   4. poll the signalfd and the keepalive's fd: forward signals to the
- *      command's process group; on the command's exit stop renewing and
- *      release; on the loss of the lease send the group SIGTERM, then SIGKILL
- *      after --kill-after, and exit RUN_EXIT_LEASE_LOST.
+ *      command's process group; on the loss of the lease send the group and
+ *      every other descendant SIGTERM, then SIGKILL after --kill-after, and
+ *      exit RUN_EXIT_LEASE_LOST; when the command exits, end the descendants
+ *      it left running the same way;
+ *   5. once no descendant is left alive (all reaped), stop renewing and
+ *      release: the lock covers the command and every process it started.
+ *
+ * Signals are sent before anything is reported: a report can fail or block
+ * (stderr a full or broken pipe), a signal not sent is a stale writer left
+ * running.
  *
  * The child is forked while this process is still single-threaded (the
  * keepalive thread starts after the fork), so it may set its environment and
  * print freely before exec.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -37,6 +47,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,7 +59,16 @@
 
 #define DEFAULT_LEASE_NS (30ull * 1000000000ull)
 #define DEFAULT_KILL_AFTER_NS (5ull * 1000000000ull)
-#define MIN_LEASE_NS 1000000ull /* 1ms: a shorter lease cannot be renewed in time */
+/* The shortest lease the keepalive renews reliably on a loaded machine, with
+ * margin: docs/run-lease.md has the measurement (50ms already failed under
+ * load; 100ms held: 250ms leaves 2.5 times that margin). */
+#define MIN_LEASE_NS (250ull * 1000000ull)
+/* Lease deadlines are microseconds of CLOCK_MONOTONIC in 48 bits (see
+ * CAVEATS in fencelock.h): now + lease must stay below this. */
+#define LEASE_DEADLINE_LIMIT_NS (((1ull << 48) - 1) * 1000ull)
+/* While waiting for descendants to end after SIGTERM: how often to look
+ * again (the exit of a process that is not our child wakes nobody here). */
+#define RESCAN_MS 100
 
 const char run_usage[] =
     "Usage: fencelock run [OPTIONS] KEY -- COMMAND [ARGUMENT...]\n"
@@ -67,14 +87,17 @@ const char run_usage[] =
     "\n"
     "When a renewal fails (the lease was lost: for example fencelock run was\n"
     "stopped past its lease and another process took KEY), fencelock run sends\n"
-    "COMMAND's process group SIGTERM, then SIGKILL if it is still there after\n"
-    "--kill-after, says so on stderr and exits with status 76.\n"
+    "SIGTERM to COMMAND's process group and to every other process COMMAND\n"
+    "started, then SIGKILL to those still there after --kill-after, waits for\n"
+    "them all, says so on stderr and exits with status 76.\n"
     "\n"
     "Options (they come before KEY):\n"
     "  -r, --region PATH      the region file (default: $FENCELOCK_REGION, else\n"
     "                         /dev/shm/fencelock-UID/region)\n"
-    "  -l, --lease DURATION   lease length (default 30s, at least 1ms); renewed\n"
-    "                         each time a third of it has passed\n"
+    "  -l, --lease DURATION   lease length (default 30s, at least 250ms: the\n"
+    "                         shortest that renewal keeps on a loaded machine);\n"
+    "                         renewed each time a third of it has passed; at\n"
+    "                         most 2^48 us (8.9 years) less the time since boot\n"
     "  -w, --wait DURATION    give up with status 75 if KEY is still held after\n"
     "                         DURATION (default: wait as long as it takes)\n"
     "  -n, --no-wait          give up at once if KEY is held (same as --wait 0)\n"
@@ -105,14 +128,21 @@ const char run_usage[] =
     "  SIGSTOP stops fencelock run, not COMMAND; its lease is not renewed while\n"
     "  it is stopped, so a stop longer than the lease loses the lease, and COMMAND\n"
     "  is terminated as soon as fencelock run continues.\n"
-    "  If fencelock run is killed, COMMAND gets SIGTERM, and fencelockd frees KEY\n"
-    "  at once.  The lock is released when COMMAND exits; processes it leaves\n"
-    "  running in the background are not waited for.\n"
+    "  The lock covers COMMAND and every process it starts, also those that leave\n"
+    "  its process group (setsid, double fork): fencelock run is their subreaper.\n"
+    "  When COMMAND exits and some of them still run, they get SIGTERM, SIGKILL\n"
+    "  after --kill-after, and KEY is released only when none is left; the exit\n"
+    "  status is COMMAND's.\n"
+    "  If fencelock run is killed (SIGKILL), fencelockd frees KEY at once and\n"
+    "  COMMAND itself gets SIGTERM; the other processes it started get nothing,\n"
+    "  go on with the stale token (only the check at the resource stops them).\n"
+    "  SIGPIPE is ignored by fencelock run and restored for COMMAND.\n"
     "\n" CLI_ENVIRONMENT_TEXT
     "\n"
     "Exit status:\n"
     "  N    COMMAND's exit status; 128+N if COMMAND was killed by signal N\n"
-    "  2    bad usage: unknown option, bad DURATION or KEY, missing -- or COMMAND\n"
+    "  2    bad usage: unknown option, bad DURATION or KEY, --lease out of range,\n"
+    "       missing -- or COMMAND\n"
     "  3    the region cannot be opened or is not a valid region\n"
     "  75   KEY could not be acquired in time (--wait, --no-wait)\n"
     "  76   the lease was lost while COMMAND ran: COMMAND was terminated (or had\n"
@@ -227,6 +257,40 @@ static int parse_duration_option(const char *option, const char *text, uint64_t 
     return run_usage_error("%s '%s': %s", option, shown, why);
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* -1 if lease_ns is a lease fencelock run can keep, else the exit status of
+ * bad usage.  The longest is what a region can record from now on, rounded
+ * down to a whole minute (so that the limit printed is the one applied, and
+ * the clock's advance until the acquisition has a little room). */
+static int check_lease(const char *text, uint64_t lease_ns)
+{
+    char shown[256], limit[32];
+    escape(text, shown, sizeof shown);
+    if (lease_ns < MIN_LEASE_NS) {
+        cli_format_duration(MIN_LEASE_NS, limit, sizeof limit);
+        return run_usage_error("--lease '%s': a lease must be at least %s (renewal cannot keep "
+                               "a shorter one on a loaded machine)",
+                               shown, limit);
+    }
+    uint64_t now = now_ns();
+    uint64_t room = now < LEASE_DEADLINE_LIMIT_NS ? LEASE_DEADLINE_LIMIT_NS - now : 0;
+    uint64_t max = room / (60ull * 1000000000ull) * (60ull * 1000000000ull);
+    if (lease_ns > max) {
+        cli_format_duration(max, limit, sizeof limit);
+        return run_usage_error("--lease '%s': longer than a region can record: at most %s now "
+                               "(lease deadlines are microseconds of the monotonic clock below "
+                               "2^48, about 8.9 years after boot)",
+                               shown, limit);
+    }
+    return -1;
+}
+
 /* Returns -1 to go on, else the exit status (help shown, or bad usage). */
 static int parse_run_args(int argc, char **argv, struct run_options *o)
 {
@@ -259,8 +323,8 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
         case 'l':
             if ((rc = parse_duration_option("--lease", optarg, &o->lease_ns)) >= 0)
                 return rc;
-            if (o->lease_ns < MIN_LEASE_NS)
-                return run_usage_error("--lease '%s': a lease must be at least 1ms", optarg);
+            if ((rc = check_lease(optarg, o->lease_ns)) >= 0)
+                return rc;
             break;
         case 'w':
             if ((rc = parse_duration_option("--wait", optarg, &ns)) >= 0)
@@ -317,6 +381,7 @@ struct runner {
     fl_lease lease;
     fl_keepalive *k;
     sigset_t old_mask; /* to restore in the child */
+    struct sigaction old_pipe; /* SIGPIPE as we got it, to restore in the child */
     int sfd;           /* signalfd of the forwarded signals, SIGCHLD and SIGTTOU */
     pid_t child;       /* the command; also its process group */
     bool foreground;   /* stdin is our terminal and we were in front: COMMAND gets it */
@@ -324,16 +389,11 @@ struct runner {
     int child_status; /* wait status */
     bool lost;
     int lost_err;
+    bool loss_said; /* the loss was reported when the command was signalled */
     bool term_sent, kill_sent;
+    bool leftovers;   /* ending what the command left running after its exit */
     uint64_t kill_at; /* CLOCK_MONOTONIC */
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static const char *library_error(int err)
 {
@@ -373,6 +433,7 @@ static void exec_command(struct runner *rn, int go_fd, pid_t parent)
     if (read(go_fd, &go, 1) != 1)
         _exit(RUN_EXIT_FAILED);
     sigprocmask(SIG_SETMASK, &rn->old_mask, NULL);
+    sigaction(SIGPIPE, &rn->old_pipe, NULL); /* ignored only for our own messages */
     execvp(rn->o->command[0], rn->o->command);
     int e = errno;
     say("cannot run '%s': %s", rn->o->command[0], strerror(e));
@@ -393,12 +454,13 @@ static void follow_job_stop(struct runner *rn)
 }
 
 /* Reap every child that has changed state: the command, and processes it
- * left behind (reparented to us, the subreaper). */
-static void reap(struct runner *rn)
+ * left behind (reparented to us, the subreaper).  follow_stops: a stop of
+ * the command from the terminal stops us too (not while killing). */
+static void reap(struct runner *rn, bool follow_stops)
 {
     for (;;) {
         int st;
-        pid_t w = waitpid(-1, &st, WNOHANG | (rn->foreground ? WUNTRACED : 0));
+        pid_t w = waitpid(-1, &st, WNOHANG | (rn->foreground && follow_stops ? WUNTRACED : 0));
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
@@ -415,8 +477,202 @@ static void reap(struct runner *rn)
     }
 }
 
-/* After SIGKILL: wait for the command and the rest of its group that are our
- * children.  SIGKILL cannot be caught, so this ends. */
+/* ---- the command's descendants ---------------------------------------------- */
+
+/* The lock covers the command and every process it starts.  Since this
+ * process is a child subreaper, all of them stay its descendants: a process
+ * whose parent exits is reparented here, however it left the command's
+ * process group (setsid, setpgid, double fork).  They are found by walking
+ * /proc (ppid links; /proc/PID/task/TID/children needs CONFIG_PROC_CHILDREN,
+ * which not every kernel has) and signalled through pidfds checked against
+ * the start time read in the walk, so that a pid reused meanwhile by an
+ * unrelated process is never signalled. */
+
+/* One process as /proc/PID/stat shows it. */
+struct proc {
+    pid_t pid, ppid, pgrp;
+    char state;               /* 'Z' zombie, 'X' dead, else alive */
+    unsigned long long start; /* clock ticks after boot: with pid, names one process */
+};
+
+struct proc_list {
+    struct proc *v;
+    size_t n, cap;
+};
+
+static bool proc_alive(const struct proc *p) { return p->state != 'Z' && p->state != 'X'; }
+
+static bool read_proc(pid_t pid, struct proc *p)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    /* "PID (COMM) STATE PPID PGRP ... STARTTIME(22nd) ...": COMM may hold
+     * anything, ')' included, so the fields count from its last ')'. */
+    const char *rest = strrchr(buf, ')');
+    int ppid, pgrp;
+    if (!rest || sscanf(rest + 1,
+                        " %c %d %d %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+                        "%*s %llu",
+                        &p->state, &ppid, &pgrp, &p->start) != 4)
+        return false;
+    p->pid = pid;
+    p->ppid = ppid;
+    p->pgrp = pgrp;
+    return true;
+}
+
+static int proc_push(struct proc_list *l, const struct proc *p)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        struct proc *v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = *p;
+    return 0;
+}
+
+static bool proc_listed(const struct proc_list *l, pid_t pid)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (l->v[i].pid == pid)
+            return true;
+    return false;
+}
+
+/* Every descendant of this process, zombies included, into out (emptied
+ * first; free out->v).  0, or -1 if /proc cannot be read. */
+static int list_descendants(struct proc_list *out)
+{
+    out->n = 0;
+    struct proc_list all = {0};
+    DIR *d = opendir("/proc");
+    if (!d)
+        return -1;
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        struct proc p;
+        if (*end || pid <= 0 || !read_proc((pid_t)pid, &p))
+            continue; /* not a process, or gone meanwhile */
+        if (proc_push(&all, &p) != 0) {
+            rc = -1;
+            break;
+        }
+    }
+    closedir(d);
+    /* Parents are not always listed before their children (pids wrap):
+     * repeat until a pass adds nothing. */
+    pid_t self = getpid();
+    for (bool grew = rc == 0; grew;) {
+        grew = false;
+        for (size_t i = 0; i < all.n; i++) {
+            const struct proc *p = &all.v[i];
+            if ((p->ppid == self || proc_listed(out, p->ppid)) && !proc_listed(out, p->pid)) {
+                if (proc_push(out, p) != 0) {
+                    rc = -1;
+                    break;
+                }
+                grew = true;
+            }
+        }
+    }
+    free(all.v);
+    return rc;
+}
+
+/* A pidfd of p if it is still the process listed (same start time); else
+ * -1 with errno ESRCH, or another errno if that cannot be known. */
+static int proc_pidfd(const struct proc *p)
+{
+    int fd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+    if (fd < 0)
+        return -1;
+    struct proc now;
+    if (!read_proc(p->pid, &now) || now.start != p->start) {
+        close(fd);
+        errno = ESRCH;
+        return -1;
+    }
+    return fd;
+}
+
+/* Send sig to p unless it is gone (or its pid now names another process). */
+static void signal_proc(const struct proc *p, int sig)
+{
+    int fd = proc_pidfd(p);
+    if (fd >= 0) {
+        syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0);
+        close(fd);
+    } else if (errno != ESRCH) {
+        kill(p->pid, sig); /* no pidfd (ENOSYS, EMFILE): by pid, as before them */
+    }
+}
+
+/* Send sig (then SIGCONT if cont, so that a stopped process can act on it)
+ * to the command's process group and to every descendant outside it, each
+ * once.  Returns how many live descendants are outside the group; -1 if
+ * they cannot be listed (then the group and the command are signalled). */
+static int signal_all(struct runner *rn, int sig, bool cont)
+{
+    struct proc_list l = {0};
+    if (list_descendants(&l) != 0) {
+        free(l.v);
+        signal_command(rn, sig);
+        if (cont)
+            signal_command(rn, SIGCONT);
+        return -1;
+    }
+    int others = 0;
+    for (int round = 0; round < (cont ? 2 : 1); round++) {
+        int s = round == 0 ? sig : SIGCONT;
+        kill(-rn->child, s); /* ESRCH once the group is empty: nothing to do */
+        for (size_t i = 0; i < l.n; i++) {
+            if (proc_alive(&l.v[i]) && l.v[i].pgrp != rn->child) {
+                signal_proc(&l.v[i], s);
+                others += round == 0;
+            }
+        }
+    }
+    free(l.v);
+    return others;
+}
+
+static bool group_gone(const struct runner *rn)
+{
+    return kill(-rn->child, 0) != 0 && errno == ESRCH;
+}
+
+/* How many descendants are alive: > 0 or 0.  If they cannot be listed, the
+ * command and its group stand for them all. */
+static int count_alive(const struct runner *rn)
+{
+    struct proc_list l = {0};
+    int alive = 0;
+    if (list_descendants(&l) != 0)
+        alive = !rn->child_done || !group_gone(rn);
+    else
+        for (size_t i = 0; i < l.n; i++)
+            alive += proc_alive(&l.v[i]);
+    free(l.v);
+    return alive;
+}
+
+/* Without /proc: wait for the command and the rest of its group that are
+ * our children.  SIGKILL cannot be caught, so this ends. */
 static void reap_killed(struct runner *rn)
 {
     int st;
@@ -433,21 +689,76 @@ static void reap_killed(struct runner *rn)
     }
 }
 
-static bool group_gone(const struct runner *rn)
+/* SIGKILL the command's group and every descendant, wait until none is
+ * alive, and reap those that are our children.  SIGKILL cannot be caught,
+ * so this ends (unless a process hangs uninterruptibly in the kernel: then
+ * the lock stays held with it, which is what it must do). */
+static void kill_all(struct runner *rn)
 {
-    return kill(-rn->child, 0) != 0 && errno == ESRCH;
+    for (;;) {
+        kill(-rn->child, SIGKILL);
+        struct proc_list l = {0};
+        if (list_descendants(&l) != 0) {
+            free(l.v);
+            signal_command(rn, SIGKILL);
+            reap_killed(rn);
+            return;
+        }
+        int *fds = calloc(l.n ? l.n : 1, sizeof *fds);
+        size_t alive = 0, waiting = 0;
+        for (size_t i = 0; i < l.n; i++) {
+            if (!proc_alive(&l.v[i]))
+                continue;
+            alive++;
+            int fd = proc_pidfd(&l.v[i]);
+            if (fd >= 0) {
+                syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+                if (fds)
+                    fds[waiting++] = fd;
+                else
+                    close(fd);
+            } else if (errno != ESRCH) {
+                kill(l.v[i].pid, SIGKILL);
+            }
+        }
+        /* A pidfd becomes readable when its process has exited (its
+         * children are reparented to us by then). */
+        for (size_t i = 0; i < waiting; i++) {
+            struct pollfd pf = {.fd = fds[i], .events = POLLIN};
+            while (poll(&pf, 1, -1) < 0 && errno == EINTR) {
+            }
+            close(fds[i]);
+        }
+        if (alive > waiting) {
+            /* Some could not be waited for by pidfd: look again shortly. */
+            struct timespec ts = {0, 10 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        free(fds);
+        free(l.v);
+        reap(rn, false);
+        if (alive == 0)
+            return;
+    }
 }
 
 static void send_kill(struct runner *rn)
 {
     char grace[32];
     cli_format_duration(rn->o->kill_after_ns, grace, sizeof grace);
-    if (rn->term_sent)
-        say("%s (process group %d) is still running %s after SIGTERM; sending SIGKILL",
-            rn->o->command[0], (int)rn->child, grace);
-    signal_command(rn, SIGKILL);
+    int alive = count_alive(rn);
+    if (alive > 0)
+        signal_all(rn, SIGKILL, false); /* first: the report may block or fail */
     rn->kill_sent = true;
-    reap_killed(rn);
+    if (rn->term_sent && alive > 0) {
+        if (rn->leftovers)
+            say("%d process%s left by %s still running %s after SIGTERM; sending SIGKILL", alive,
+                alive == 1 ? "" : "es", rn->o->command[0], grace);
+        else
+            say("%s (process group %d) is still running %s after SIGTERM; sending SIGKILL",
+                rn->o->command[0], (int)rn->child, grace);
+    }
+    kill_all(rn);
 }
 
 static void lease_lost(struct runner *rn, int err)
@@ -457,21 +768,46 @@ static void lease_lost(struct runner *rn, int err)
     rn->lost = true;
     rn->lost_err = err ? err : -ESTALE;
     if (rn->child_done)
-        return; /* reported when we finish */
+        return; /* reported when we finish; what it left is ending already */
+    /* Act first, report after: a report to a stderr whose reader is gone or
+     * does not read must not keep a stale command running. */
+    bool now = rn->o->kill_after_ns == 0;
+    int others = signal_all(rn, now ? SIGKILL : SIGTERM, !now);
+    if (!now) {
+        rn->term_sent = true;
+        rn->kill_at = now_ns() + rn->o->kill_after_ns;
+    }
     const char *why = rn->lost_err == -ESTALE
                           ? "the lease ran out or another process took the key"
                           : fl_strerror(rn->lost_err);
-    say("lost the lease of '%s' (token %" PRIu64 ": %s); %s %s (process group %d)", rn->o->key,
-        rn->lease.token, why, rn->o->kill_after_ns ? "sending SIGTERM to" : "sending SIGKILL to",
-        rn->o->command[0], (int)rn->child);
-    if (rn->o->kill_after_ns == 0) {
+    char outside[96] = "";
+    if (others > 0)
+        snprintf(outside, sizeof outside, " and %d process%s it started outside that group",
+                 others, others == 1 ? "" : "es");
+    say("lost the lease of '%s' (token %" PRIu64 ": %s); %s %s (process group %d)%s",
+        rn->o->key, rn->lease.token, why, now ? "sending SIGKILL to" : "sending SIGTERM to",
+        rn->o->command[0], (int)rn->child, outside);
+    rn->loss_said = true;
+    if (now)
         send_kill(rn);
-        return;
+}
+
+/* The command exited and alive of its descendants still run: end them
+ * before the lock is released, the same way as after a loss. */
+static void end_leftovers(struct runner *rn, int alive)
+{
+    bool now = rn->o->kill_after_ns == 0;
+    rn->leftovers = true;
+    signal_all(rn, now ? SIGKILL : SIGTERM, !now);
+    if (!now) {
+        rn->term_sent = true;
+        rn->kill_at = now_ns() + rn->o->kill_after_ns;
     }
-    signal_command(rn, SIGTERM);
-    signal_command(rn, SIGCONT); /* a stopped command must run to act on SIGTERM */
-    rn->term_sent = true;
-    rn->kill_at = now_ns() + rn->o->kill_after_ns;
+    say("%s exited and left %d process%s running; sending %s to %s before releasing '%s'",
+        rn->o->command[0], alive, alive == 1 ? "" : "es", now ? "SIGKILL" : "SIGTERM",
+        alive == 1 ? "it" : "them", rn->o->key);
+    if (now)
+        send_kill(rn);
 }
 
 /* Read the signalfd dry: forward, or reap on SIGCHLD. */
@@ -490,13 +826,14 @@ static int drain_signals(struct runner *rn)
         }
         int sig = (int)si.ssi_signo;
         if (sig == SIGCHLD)
-            reap(rn);
+            reap(rn, true);
         else if (sig != SIGTTOU) /* only blocked, for tcsetpgrp */
             signal_command(rn, sig);
     }
 }
 
-/* Milliseconds until the SIGKILL is due, rounded up; -1 if none is. */
+/* Milliseconds until the SIGKILL is due, rounded up, and at most RESCAN_MS
+ * (descendants that are not our children end unseen); -1 if none is due. */
 static int poll_timeout(const struct runner *rn)
 {
     if (!rn->term_sent || rn->kill_sent)
@@ -505,18 +842,26 @@ static int poll_timeout(const struct runner *rn)
     if (now >= rn->kill_at)
         return 0;
     uint64_t ms = (rn->kill_at - now + 999999) / 1000000;
-    return ms > 60000 ? 60000 : (int)ms;
+    return ms > RESCAN_MS ? RESCAN_MS : (int)ms;
 }
 
-/* Until the command has exited (and, once the lease is lost, its group too,
- * or SIGKILL was sent).  0, or -1 on a failure of our own. */
+/* Until the command and every process it started have ended (the last ones
+ * by SIGKILL at the latest).  0, or -1 on a failure of our own. */
 static int supervise(struct runner *rn)
 {
     int kfd = fl_keepalive_fd(rn->k);
     for (;;) {
-        if (rn->child_done &&
-            !(rn->term_sent && !rn->kill_sent && !group_gone(rn)))
-            return 0;
+        if (rn->child_done) {
+            if (rn->kill_sent)
+                return 0;
+            int alive = count_alive(rn);
+            if (alive == 0)
+                return 0;
+            if (!rn->term_sent)
+                end_leftovers(rn, alive);
+            if (rn->kill_sent)
+                return 0;
+        }
         /* The eventfd stays readable once the lease is lost: stop polling it. */
         struct pollfd p[2] = {{.fd = rn->sfd, .events = POLLIN},
                               {.fd = rn->lost ? -1 : kfd, .events = POLLIN}};
@@ -568,7 +913,7 @@ static int finish(struct runner *rn, int failed)
         return RUN_EXIT_FAILED;
     int status = exit_status_of(rn->child_status);
     if (rn->lost) {
-        if (!rn->term_sent && !rn->kill_sent)
+        if (!rn->loss_said)
             say("lost the lease of '%s' (token %" PRIu64 ": %s) while %s ran; it exited with "
                 "status %d",
                 rn->o->key, rn->lease.token,
@@ -710,6 +1055,14 @@ int run_main(int argc, char **argv)
         return rc;
 
     struct runner rn = {.o = &o, .sfd = -1, .child = -1};
+    /* A message to a broken pipe (stderr to `| head` that has exited) must
+     * not kill us: not before COMMAND runs (the exit status would lie), and
+     * above all not while it runs unsupervised.  Restored for COMMAND. */
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGPIPE, &ign, &rn.old_pipe);
     if ((rc = open_region(&o, &rn.r)) >= 0)
         return rc;
     if ((rc = acquire(&rn)) >= 0) {
@@ -730,10 +1083,13 @@ int run_main(int argc, char **argv)
         return rc > 0 ? rc : RUN_EXIT_FAILED;
     }
     int failed = supervise(&rn) != 0;
-    if (failed && !rn.child_done) {
-        /* Cannot watch it any more: do not leave it running unsupervised. */
-        say("stopping %s (process group %d)", o.command[0], (int)rn.child);
-        send_kill(&rn);
+    if (failed && count_alive(&rn) > 0) {
+        /* Cannot watch them any more: do not leave them running unsupervised. */
+        signal_all(&rn, SIGKILL, false);
+        say("stopping %s (process group %d) and every process it started", o.command[0],
+            (int)rn.child);
+        rn.kill_sent = true;
+        kill_all(&rn);
     }
     rc = finish(&rn, failed);
     close(rn.sfd);
