@@ -21,7 +21,7 @@
     X(EPROTONOSUPPORT, "the region has a format version this build does not read")          \
     X(EAGAIN, "the region belongs to an earlier boot and fencelockd has not adopted it")    \
     X(ENXIO, "the supervisor serves another file at this path")                             \
-    X(EUSERS, "the supervisor's client table is full")                                      \
+    X(EUSERS, "the supervisor cannot take another client")                                  \
     X(EXDEV, "the record is fenced by another lock key")                                    \
     X(EMSGSIZE, "value larger than the region's record size")                               \
     X(ENOBUFS, "buffer too small for the value")                                            \
