@@ -114,7 +114,8 @@ static void expect_registers(const char *region, fl_region **out)
                  (unsigned long long)((th_now_ns() - t0) / TH_MS), fl_last_error());
 }
 
-/* I5 I12: the soft limit is raised to what --clients needs when the hard
+/* I5 */ /* I12 */
+/* The soft limit is raised to what --clients needs when the hard
  * limit allows; no warning then. */
 static void test_soft_limit_raised(void **state)
 {
@@ -143,7 +144,8 @@ static void test_soft_limit_raised(void **state)
     th_daemon_stop(&d, SIGTERM);
 }
 
-/* I12: a hard limit too low for --clients is said at start, with both
+/* I12 */
+/* A hard limit too low for --clients is said at start, with both
  * numbers and how many clients fit. */
 static void test_low_hard_limit_warned(void **state)
 {
@@ -164,7 +166,8 @@ static void test_low_hard_limit_warned(void **state)
     th_daemon_stop(&d, SIGTERM);
 }
 
-/* I5 I7 I12: clients beyond those that fit are refused at once with a clear
+/* I5 */ /* I7 */ /* I12 */
+/* Clients beyond those that fit are refused at once with a clear
  * reason; the supervisor does not spin; one that leaves makes room. */
 static void test_clients_refused_then_admitted(void **state)
 {
@@ -209,7 +212,8 @@ static void test_clients_refused_then_admitted(void **state)
     th_daemon_stop(&d, SIGTERM);
 }
 
-/* I5 I7 I12: connections that never say hello use up the descriptors, so
+/* I5 */ /* I7 */ /* I12 */
+/* Connections that never say hello use up the descriptors, so
  * accept() itself fails with EMFILE: the supervisor refuses at once (a
  * reserve descriptor), does not spin, and serves again once they go. */
 static void test_accept_out_of_descriptors(void **state)

@@ -116,7 +116,8 @@ static void expect_gone(int before, int n)
         fail_msg("%d client_gone lines, want %d", th_daemon_log_count(&d, GONE) - before, n);
 }
 
-/* I5: every killed client is logged as died, never as closed, although the
+/* I5 */
+/* Very killed client is logged as died, never as closed, although the
  * end of each connection arrives while its process is a zombie nobody has
  * waited for (still in /proc). */
 static void test_killed_clients_died(void **state)
@@ -139,7 +140,8 @@ static void test_killed_clients_died(void **state)
         th_child_wait(&c[i], 10000);
 }
 
-/* I5: every client that closes cleanly is logged as closed, also when it
+/* I5 */
+/* Very client that closes cleanly is logged as closed, also when it
  * exits right after fl_close (its pidfd and its goodbye arrive together). */
 static void test_closed_clients_closed(void **state)
 {
@@ -157,7 +159,8 @@ static void test_closed_clients_closed(void **state)
         assert_int_equal(th_child_wait(&c[i], 10000), 0);
 }
 
-/* I5: a process that exits without fl_close did not close: it died (its
+/* I5 */
+/*  process that exits without fl_close did not close: it died (its
  * lock is released by death). */
 static void test_exit_without_close_died(void **state)
 {
@@ -190,7 +193,8 @@ static int connect_raw(void)
     return fd;
 }
 
-/* I9: what a registered client sends is parsed (fl__goodbye_parse): a
+/* I9 */
+/* What a registered client sends is parsed (fl__goodbye_parse): a
  * malformed message or another client's goodbye is logged and ignored (the
  * client stays registered); only a goodbye with its own id ends it as
  * closed. */
