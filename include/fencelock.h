@@ -147,8 +147,11 @@ typedef struct fl_lease {
  *               whether leases are valid cannot be known, so nothing is opened
  *   -ENXIO      the supervisor serves another file at this path (the region was
  *               replaced under a running system)
- *   -ENOMEM, -EMFILE, -ENFILE  out of resources
- *   -EUSERS     the supervisor's client table is full
+ *   -ENOMEM, -EMFILE, -ENFILE  out of resources (in this process)
+ *   -EUSERS     the supervisor cannot take another client: its client table is
+ *               full (fencelockd --clients), or it is out of file descriptors
+ *               (raise its LimitNOFILE= / ulimit -n); fl_last_error() says which.
+ *               Returned at once, not after the registration timeout.
  */
 FL_API int fl_open(const char *region_path, fl_region **out);
 

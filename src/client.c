@@ -5,7 +5,9 @@
  * hello, and keeps the connection open for its life.  The supervisor learns
  * the peer's credentials from the kernel (SO_PEERCRED), assigns a client
  * table index and id, and when the connection closes or the process exits
- * it frees every lock that index still holds (I5).  The connection is the
+ * it frees every lock that index still holds (I5).  A clean fl_close says
+ * goodbye first (fl__client_goodbye), so the supervisor's log tells a close
+ * ("closed") from a death ("died") without guessing from /proc.  The connection is the
  * only system-call path of the library besides futex waits and wakes (and
  * the timer-slack prctl calls around a timed wait, wait.c).
  */
@@ -34,6 +36,7 @@ int fl__socket_path(const char *region_path, char *buf, size_t cap)
 
 int fl__client_register(fl_region *r)
 {
+    r->goodbye = false;
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     if (fl__socket_path(r->path, addr.sun_path, sizeof addr.sun_path) != 0)
         return fl__fail(-ENAMETOOLONG, "socket path for %s exceeds %zu bytes", r->path,
@@ -52,14 +55,21 @@ int fl__client_register(fl_region *r)
     }
     struct fl__hello hello = {.magic = FL__HELLO_MAGIC, .version = FL__PROTO_VERSION,
                               .pid = r->pid};
-    if (send(fd, &hello, sizeof hello, MSG_NOSIGNAL) != (ssize_t)sizeof hello) {
+    /* A supervisor out of descriptors may answer (a refusal) and hang up
+     * before it reads the hello: then the send fails but the reply is there
+     * to read, and the first recv may report the hang-up (ECONNRESET)
+     * before it. */
+    bool sent = send(fd, &hello, sizeof hello, MSG_NOSIGNAL) == (ssize_t)sizeof hello;
+    unsigned char buf[sizeof(struct fl__reply) + 1]; /* +1: a longer message is caught */
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == ECONNRESET)
+        n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    struct fl__reply reply;
+    char why[160];
+    if (!sent && n <= 0) {
         err = fl__fail(-ECONNREFUSED, "supervisor at %s did not take our hello", addr.sun_path);
         goto fail;
     }
-    unsigned char buf[sizeof(struct fl__reply) + 1]; /* +1: a longer message is caught */
-    ssize_t n = recv(fd, buf, sizeof buf, 0);
-    struct fl__reply reply;
-    char why[160];
     if (n < 0) {
         err = fl__fail(-ECONNREFUSED, "supervisor at %s did not answer: %s", addr.sun_path,
                        strerror(errno));
@@ -68,6 +78,23 @@ int fl__client_register(fl_region *r)
     if (fl__reply_parse(buf, (size_t)n, r->client_capacity, &reply, why, sizeof why) != 0) {
         err = fl__fail(-ECONNREFUSED, "supervisor at %s: malformed reply: %s", addr.sun_path,
                        why);
+        goto fail;
+    }
+    if (reply.status == -EMFILE || reply.status == -ENFILE) {
+        /* The supervisor's resources, not ours: -EMFILE would send the caller
+         * looking for a leak in its own process. */
+        err = fl__fail(-EUSERS,
+                       "the supervisor at %s refused registration: it is out of file "
+                       "descriptors (raise its LimitNOFILE= / ulimit -n, or lower its "
+                       "--clients)",
+                       addr.sun_path);
+        goto fail;
+    }
+    if (reply.status == -EUSERS) {
+        err = fl__fail(-EUSERS,
+                       "the supervisor at %s refused registration: its client table is "
+                       "full (fencelockd --clients)",
+                       addr.sun_path);
         goto fail;
     }
     if (reply.status != 0) {
@@ -87,8 +114,21 @@ int fl__client_register(fl_region *r)
     r->sock = fd;
     r->client = reply.client;
     r->client_id = reply.client_id;
+    r->goodbye = (reply.flags & FL__REPLY_TAKES_GOODBYE) != 0;
     return 0;
 fail:
     close(fd);
     return err;
+}
+
+void fl__client_goodbye(fl_region *r)
+{
+    if (!r || r->sock < 0 || !r->goodbye)
+        return;
+    r->goodbye = false;
+    struct fl__goodbye m = {.magic = FL__GOODBYE_MAGIC, .client_id = r->client_id};
+    /* Best effort: if it is not delivered (the supervisor is gone, or its
+     * socket buffer is full), the supervisor logs a death where there was a
+     * close; nothing is held any more either way. */
+    send(r->sock, &m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
 }

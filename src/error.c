@@ -23,7 +23,7 @@
     X(ECHILD, "the handle was opened by another process (used after fork): open it again")  \
     X(EBADMSG, "the record's value could not be vouched for after an unclean stop")          \
     X(ENXIO, "the supervisor serves another file at this path")                             \
-    X(EUSERS, "the supervisor's client table is full")                                      \
+    X(EUSERS, "the supervisor cannot take another client")                                  \
     X(EXDEV, "the record is fenced by another lock key")                                    \
     X(EMSGSIZE, "value larger than the region's record size")                               \
     X(ENOBUFS, "buffer too small for the value")                                            \

@@ -26,6 +26,7 @@ struct fl_region {
     size_t size;          /* bytes mapped == header file_size */
     int fd;               /* region file, kept open for the life of the handle */
     int sock;             /* registration socket, -1 when unregistered */
+    bool goodbye;         /* the supervisor takes a goodbye, not sent yet (client.c) */
     bool readonly;
     bool other_boot;      /* the region's boot id is not this boot's (leases void) */
     uint32_t client;      /* client table index, 0 when unregistered */
@@ -208,14 +209,25 @@ void fl__futex_wake_all(_Atomic uint32_t *word);
 
 /* ---- client.c ---- */
 /* Register with the supervisor listening beside the region. 0; -ECONNREFUSED /
- * -ENOENT when none listens (the caller opens unregistered); -ENXIO; -EUSERS. */
+ * -ENOENT when none listens (the caller opens unregistered); -ENXIO; -EUSERS
+ * (its client table is full, or it is out of file descriptors: fl_last_error()
+ * says which). */
 int fl__client_register(fl_region *r);
+/* Tell the supervisor that this handle closes cleanly, so that it logs the
+ * client as "closed", not "died".  Call it in fl_close after the handle's
+ * own locks are freed and before the socket is shut down, from the process
+ * that opened the handle (never from a forked child using the parent's
+ * handle: the goodbye would end the parent's registration).  Sends at most
+ * once per handle; a no-op for an unregistered handle or a supervisor that
+ * does not take goodbyes.  Never blocks. */
+void fl__client_goodbye(fl_region *r);
 /* Socket path of a region: path + ".sock". */
 int fl__socket_path(const char *region_path, char *buf, size_t cap);
 
 /* Registration protocol (fixed-size messages on a SOCK_SEQPACKET socket). */
 #define FL__HELLO_MAGIC 0x31434c46u /* "FLC1" */
 #define FL__REPLY_MAGIC 0x31534c46u /* "FLS1" */
+#define FL__GOODBYE_MAGIC 0x31424c46u /* "FLB1" */
 #define FL__PROTO_VERSION 1u
 struct fl__hello {
     uint32_t magic;
@@ -223,13 +235,25 @@ struct fl__hello {
     uint32_t pid;      /* informational: the client's own view of its pid */
     uint32_t reserved;
 };
+/* Refusal statuses: -EUSERS the client table is full; -EMFILE the supervisor
+ * is out of file descriptors (the client's fl_open returns -EUSERS for both,
+ * fl_last_error() says which); -EPROTO, -EPROTONOSUPPORT a bad hello. */
 struct fl__reply {
     uint32_t magic;
     int32_t status;    /* 0 or -errno */
     uint32_t client;   /* client table index */
-    uint32_t reserved;
+    uint32_t flags;    /* FL__REPLY_*; 0 from supervisors older than the flag */
     uint64_t client_id;
     uint64_t dev, ino; /* the region file the supervisor serves */
+};
+#define FL__REPLY_TAKES_GOODBYE 0x1u /* send a goodbye before a clean close */
+/* A clean close, sent by fl_close (fl__client_goodbye) on the registration
+ * socket just before it shuts the socket down.  Without it the end of the
+ * connection is a death ("died" in the log), whatever /proc still shows. */
+struct fl__goodbye {
+    uint32_t magic;
+    uint32_t reserved;  /* 0 */
+    uint64_t client_id; /* the id the reply assigned */
 };
 
 /* ---- keepalive.c ---- */
@@ -263,6 +287,10 @@ int fl__hello_parse(const void *buf, size_t n, struct fl__hello *out, char *why,
  * itself be a refusal (negative errno). */
 int fl__reply_parse(const void *buf, size_t n, uint32_t client_capacity, struct fl__reply *out,
                     char *why, size_t whycap);
+/* Parse a message from a registered client (a goodbye): 0 or -EPROTO with
+ * the reason in why.  The caller compares client_id with its table. */
+int fl__goodbye_parse(const void *buf, size_t n, struct fl__goodbye *out, char *why,
+                      size_t whycap);
 
 /* ---- record.c ---- */
 /* Release staging buffers of a dead client and publish those its commit had

@@ -1,7 +1,8 @@
 /*
  * proto.c - the registration messages, parsed from untrusted bytes (I9).
  * The supervisor parses hellos from any local process that can reach its
- * socket; a client parses the reply of whatever listens there.  Both are
+ * socket, and goodbyes from registered clients; a client parses the reply of
+ * whatever listens there.  Both are
  * fixed-size and checked field by field; nothing here trusts a length or
  * a number it did not check.
  */
@@ -51,6 +52,27 @@ int fl__reply_parse(const void *buf, size_t n, uint32_t client_capacity, struct 
     if (out->status == 0 && (out->client == 0 || out->client >= client_capacity)) {
         snprintf(why, whycap, "reply assigns client index %u of %u", out->client,
                  client_capacity);
+        return -EPROTO;
+    }
+    return 0;
+}
+
+int fl__goodbye_parse(const void *buf, size_t n, struct fl__goodbye *out, char *why,
+                      size_t whycap)
+{
+    if (n != sizeof *out) {
+        snprintf(why, whycap, "message of %zu bytes from a registered client, expected a "
+                 "goodbye of %zu", n, sizeof *out);
+        return -EPROTO;
+    }
+    memcpy(out, buf, sizeof *out);
+    if (out->magic != FL__GOODBYE_MAGIC) {
+        snprintf(why, whycap, "goodbye with magic %#x, expected %#x", out->magic,
+                 FL__GOODBYE_MAGIC);
+        return -EPROTO;
+    }
+    if (out->reserved != 0) {
+        snprintf(why, whycap, "goodbye with reserved field %#x set", out->reserved);
         return -EPROTO;
     }
     return 0;

@@ -65,6 +65,8 @@ void event_log_drain(struct event_log *l);
 int metrics_file_write(fl_region *r, const char *path);
 
 /* ---- registry.c: the client table and death reaping ---- */
+/* Connections accepted whose hello is not read yet, at most. */
+#define REGISTRY_MAX_PENDING 64
 struct registry;
 struct registry *registry_new(fl_region *r);
 void registry_free(struct registry *g);
@@ -81,5 +83,38 @@ void registry_handle(struct registry *g, const struct pollfd *fds, int n);
 void registry_tick(struct registry *g);
 /* Most descriptors registry_pollfds may return. */
 int registry_max_fds(const struct registry *g);
+/* Refuse clients beyond this many (the open-files limit has room for no
+ * more); they are told -EMFILE.  Default: the whole client table. */
+void registry_set_fd_limit(struct registry *g, uint32_t clients);
+/* How many clients went away (were reaped) so far. */
+uint64_t registry_departures(const struct registry *g);
+/* Registrations refused because the client table was full. */
+uint64_t registry_refused_full(const struct registry *g);
+/* Answer a connection with a refusal (status: a negative errno) at once. */
+void registry_refuse(int fd, int status);
+
+/* ---- admit.c: file descriptors and the accept path ---- */
+/* Raise the soft RLIMIT_NOFILE to what `clients` clients and `pending`
+ * waiting connections need, up to the hard limit; log fd_limit_low when the
+ * hard limit is too low.  Returns how many clients fit (<= clients). */
+uint32_t admit_raise_fd_limit(uint32_t clients, int pending);
+/* The soft RLIMIT_NOFILE in force after admit_raise_fd_limit. */
+uint64_t admit_fd_limit(void);
+/* Open the reserve descriptor; admit_free closes it. */
+void admit_init(void);
+void admit_free(void);
+/* Whether to poll the listening socket this round (false for a while after
+ * descriptors ran out with no reserve to refuse clients with). */
+bool admit_listening(uint64_t departures, uint64_t now_ns);
+/* Accept every waiting connection, handing each to the registry; when out
+ * of descriptors, refuse them at once (-EMFILE) or stop listening. */
+void admit_accept(int lfd, struct registry *g);
+/* Count (and log, at most once a second) a client refused for lack of
+ * descriptors; pid 0 when unknown. */
+void admit_refused(pid_t pid);
+/* Periodic: log refusals not logged yet. */
+void admit_tick(uint64_t now_ns);
+/* Clients refused for lack of descriptors so far. */
+uint64_t admit_refused_total(void);
 
 #endif

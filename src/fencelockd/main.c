@@ -71,7 +71,18 @@ static const char usage_text[] =
     "\n"
     "Log events: start, found, epoch_advanced, client_registered, client_gone,\n"
     "lock_released_by_death, lease_takeover, fencing_rejection, retry_loop,\n"
-    "events_dropped, new_boot, lease_voided, stop; errors name what failed.\n"
+    "events_dropped, new_boot, lease_voided, client_refused, fd_limit_low, stop;\n"
+    "errors name what failed. client_gone says \"closed\" only for a client that\n"
+    "called fl_close (it says goodbye on the socket), \"died\" otherwise.\n"
+    "\n"
+    "Open files: every client costs two descriptors (connection and pidfd). At\n"
+    "start fencelockd raises its soft RLIMIT_NOFILE to what --clients needs (about\n"
+    "2 per client + 90), up to the hard limit; if the hard limit is lower it logs\n"
+    "fd_limit_low with both numbers and how many clients fit (raise LimitNOFILE=\n"
+    "or ulimit -Hn). A client it has no descriptors for is refused at once: its\n"
+    "fl_open fails with EUSERS and fl_last_error() says the supervisor is out of\n"
+    "file descriptors; each such refusal is counted in a client_refused line\n"
+    "(at most one a second).\n"
     "\n"
     "Signals: SIGTERM or SIGINT stop it cleanly; clients keep working. SIGHUP\n"
     "reopens the --log file.\n"
@@ -467,9 +478,13 @@ int main(int argc, char **argv)
         return 1;
     }
     registry_adopt(g);
+    /* Two descriptors per client: raise the open-files limit before the
+     * first client can connect (admit.c). */
+    registry_set_fd_limit(g, admit_raise_fd_limit(r->client_capacity - 1, REGISTRY_MAX_PENDING));
     int lfd = listen_socket(path);
     if (lfd < 0)
         return 1;
+    admit_init();
     atomic_store_explicit(&r->hdr->supervisor_pid, (uint32_t)getpid(), memory_order_relaxed);
 
     struct fl__params p;
@@ -481,6 +496,7 @@ int main(int argc, char **argv)
     log_u64("records", p.records);
     log_u64("record_size", p.record_size);
     log_u64("clients", p.clients);
+    log_u64("open_files_limit", admit_fd_limit());
     log_u64("token_floor", atomic_load_explicit(&r->hdr->token_floor, memory_order_relaxed));
     log_u64("epoch", FL_TOKEN_EPOCH(atomic_load_explicit(&r->hdr->token_floor,
                                                          memory_order_relaxed)));
@@ -513,6 +529,7 @@ int main(int argc, char **argv)
         if (now - last_tick >= 1000000000ull) {
             last_tick = now;
             registry_tick(g);
+            admit_tick(now);
             char err[4400];
             if (epoch_check_counters(r, state_path, err, sizeof err) != 0)
                 log_error("epoch_not_durable", err);
@@ -522,7 +539,10 @@ int main(int argc, char **argv)
             }
         }
         fds[0] = (struct pollfd){.fd = sfd, .events = POLLIN};
-        fds[1] = (struct pollfd){.fd = lfd, .events = POLLIN};
+        /* A negative fd is skipped by poll: out of descriptors with nothing
+         * to refuse clients with, the listener waits (admit.c). */
+        fds[1] = (struct pollfd){
+            .fd = admit_listening(registry_departures(g), now) ? lfd : -1, .events = POLLIN};
         int n = registry_pollfds(g, fds + 2, max - 2);
         /* 100 ms: how often client events reach the log (clients never wake us:
          * no system call on their side) */
@@ -549,14 +569,8 @@ int main(int argc, char **argv)
                 break;
             }
         }
-        if (fds[1].revents) {
-            for (;;) {
-                int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-                if (cfd < 0)
-                    break;
-                registry_accept(g, cfd);
-            }
-        }
+        if (fds[1].revents)
+            admit_accept(lfd, g); /* refuses at once when out of descriptors */
         registry_handle(g, fds + 2, n);
     }
     char sock[4200];
@@ -570,6 +584,7 @@ int main(int argc, char **argv)
     atomic_store_explicit(&r->hdr->run_state, FL__RUN_CLEAN, memory_order_relaxed);
     flush_region(r);
     close(lfd);
+    admit_free();
     free(fds);
     event_log_free(events);
     registry_free(g);

@@ -13,6 +13,16 @@
  * woken (fl__slots_wake_sleepers: one may have died between its release and
  * its wake).
  *
+ * A clean fl_close sends a goodbye on the connection before it shuts it
+ * down; only then is the client logged "closed".  An end of the connection
+ * without one is a death ("died"), even while the dying process still shows
+ * in /proc (the kernel closes its descriptors before it is gone).
+ *
+ * Clients beyond those the open-files limit has room for are refused with
+ * -EMFILE (admit.c), as are those whose pidfd cannot be had for lack of
+ * descriptors: a client registered without one would silently lose the
+ * death detection of a forked child that inherited its connection.
+ *
  * The client table in the region is written only here.  After a supervisor
  * restart (registry_adopt) the entries of clients that are still running are
  * kept and watched by pid; a pid whose start time changed belongs to another
@@ -31,7 +41,7 @@
 
 #include "fencelockd.h"
 
-#define MAX_PENDING 64
+#define MAX_PENDING REGISTRY_MAX_PENDING
 
 struct client {
     int conn;   /* -1 when adopted (no connection) */
@@ -49,6 +59,10 @@ struct registry {
     struct tag { int kind; uint32_t index; } *tags;
     int ntags;
     bool wake_pending; /* sleepers to wake at the end of this round */
+    uint32_t used;      /* clients registered or adopted */
+    uint32_t fd_limit;  /* most clients the open-files limit has room for */
+    uint64_t departures; /* clients reaped so far */
+    uint64_t refused_full; /* registrations refused: client table full */
 };
 
 enum { TAG_PENDING, TAG_CONN, TAG_PIDFD };
@@ -79,6 +93,7 @@ struct registry *registry_new(fl_region *r)
     }
     for (uint32_t i = 0; i < g->capacity; i++)
         g->clients[i].conn = g->clients[i].pidfd = -1;
+    g->fd_limit = g->capacity;
     return g;
 }
 
@@ -101,6 +116,10 @@ void registry_free(struct registry *g)
 }
 
 int registry_max_fds(const struct registry *g) { return MAX_PENDING + 2 * (int)g->capacity; }
+
+void registry_set_fd_limit(struct registry *g, uint32_t clients) { g->fd_limit = clients; }
+
+uint64_t registry_departures(const struct registry *g) { return g->departures; }
 
 struct reap_ctx {
     struct registry *g;
@@ -146,7 +165,10 @@ static void reap(struct registry *g, uint32_t i, const char *reason)
     if (cl->pidfd >= 0)
         close(cl->pidfd);
     cl->conn = cl->pidfd = -1;
+    if (cl->used)
+        g->used--;
     cl->used = false;
+    g->departures++;
     g->wake_pending = true;
     /* release: the reaping above happens before the index can be handed out
      * again (we hand it out ourselves, but tools read the table) */
@@ -200,6 +222,7 @@ void registry_adopt(struct registry *g)
         }
         struct client *cl = &g->clients[i];
         cl->used = true;
+        g->used++;
         cl->pidfd = pidfd_open_compat((pid_t)atomic_load_explicit(&e->pid, memory_order_relaxed));
         if (cl->pidfd < 0 && errno == ESRCH) {
             reap(g, i, "gone_while_unsupervised");
@@ -234,11 +257,23 @@ static void reply(int fd, int status, uint32_t index, uint64_t id, const struct 
 {
     struct fl__reply m = {.magic = FL__REPLY_MAGIC, .status = status, .client = index,
                           .client_id = id};
+    if (status == 0)
+        m.flags = FL__REPLY_TAKES_GOODBYE;
     if (st) {
         m.dev = (uint64_t)st->st_dev;
         m.ino = (uint64_t)st->st_ino;
     }
     send(fd, &m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+void registry_refuse(int fd, int status) { reply(fd, status, 0, 0, NULL); }
+
+/* Refuse a client for lack of descriptors (counted and logged by admit.c). */
+static void refuse_no_fds(int fd, pid_t pid)
+{
+    reply(fd, -EMFILE, 0, 0, NULL);
+    close(fd);
+    admit_refused(pid);
 }
 
 /* Read the hello of a pending connection; the fd is ours to keep or close. */
@@ -278,6 +313,7 @@ static void hello(struct registry *g, int fd)
     while (i < g->capacity && g->clients[i].used)
         i++;
     if (i == g->capacity) {
+        g->refused_full++;
         log_begin("warn", "client_refused");
         log_u64("pid", (uint64_t)cred.pid);
         log_str("reason", "client table full");
@@ -286,9 +322,28 @@ static void hello(struct registry *g, int fd)
         close(fd);
         return;
     }
+    if (g->used >= g->fd_limit) {
+        refuse_no_fds(fd, cred.pid);
+        return;
+    }
     int pidfd = pidfd_open_compat(cred.pid);
     if (pidfd < 0 && errno == ESRCH) {
         close(fd); /* died right after saying hello */
+        return;
+    }
+    if (pidfd < 0 && (errno == EMFILE || errno == ENFILE)) {
+        refuse_no_fds(fd, cred.pid);
+        return;
+    }
+    /* The start time tells this process from a later one with its pid (an
+     * adopting supervisor reaps on a mismatch): without a descriptor to read
+     * it, refuse rather than record a wrong one. */
+    errno = 0;
+    uint64_t start_time = fl__process_start_time(cred.pid);
+    if (start_time == 0 && (errno == EMFILE || errno == ENFILE)) {
+        if (pidfd >= 0)
+            close(pidfd);
+        refuse_no_fds(fd, cred.pid);
         return;
     }
     struct fl__client *e = &g->r->clients[i];
@@ -297,9 +352,10 @@ static void hello(struct registry *g, int fd)
     atomic_store_explicit(&e->pid, (uint32_t)cred.pid, memory_order_relaxed);
     atomic_store_explicit(&e->uid, (uint32_t)cred.uid, memory_order_relaxed);
     atomic_store_explicit(&e->client_id, id, memory_order_relaxed);
-    atomic_store_explicit(&e->start_time, fl__process_start_time(cred.pid), memory_order_relaxed);
+    atomic_store_explicit(&e->start_time, start_time, memory_order_relaxed);
     atomic_store_explicit(&e->state, FL__CLIENT_ATTACHED, memory_order_release);
     g->clients[i] = (struct client){.conn = fd, .pidfd = pidfd, .used = true};
+    g->used++;
     struct stat st;
     fstat(g->r->fd, &st);
     reply(fd, 0, i, id, &st);
@@ -335,19 +391,45 @@ int registry_pollfds(struct registry *g, struct pollfd *fds, int max)
     return n;
 }
 
-static void conn_event(struct registry *g, uint32_t i)
+/* Read what a registered client sent: a goodbye (true), or nothing yet, or
+ * a bad message (logged, ignored); *eof tells whether the connection ended. */
+static bool read_goodbye(struct registry *g, uint32_t i, bool *eof)
 {
     struct client *cl = &g->clients[i];
-    char buf[64];
+    *eof = false;
+    unsigned char buf[sizeof(struct fl__goodbye) + 1]; /* +1: a longer message is caught */
     ssize_t n = recv(cl->conn, buf, sizeof buf, MSG_DONTWAIT);
-    if (n > 0) {
-        log_error("bad_message", "unexpected message from a registered client; ignored");
-        return;
-    }
     if (n < 0 && errno == EAGAIN)
-        return;
-    /* EOF: the process closed the region, or exited. */
-    reap(g, i, process_alive(g, i) ? "closed" : "died");
+        return false;
+    if (n <= 0) {
+        *eof = true;
+        return false;
+    }
+    struct fl__goodbye m;
+    char why[160];
+    /* relaxed: we are the only writer of the client table */
+    uint64_t id = atomic_load_explicit(&g->r->clients[i].client_id, memory_order_relaxed);
+    int err = fl__goodbye_parse(buf, (size_t)n, &m, why, sizeof why);
+    if (err == 0 && m.client_id == id)
+        return true;
+    if (err == 0)
+        snprintf(why, sizeof why, "goodbye for client id %llu from client id %llu",
+                 (unsigned long long)m.client_id, (unsigned long long)id);
+    log_begin("warn", "bad_message");
+    log_str("message", why);
+    log_u64("client", i);
+    log_u64("pid", atomic_load_explicit(&g->r->clients[i].pid, memory_order_relaxed));
+    log_end();
+    return false;
+}
+
+static void conn_event(struct registry *g, uint32_t i)
+{
+    bool eof;
+    if (read_goodbye(g, i, &eof))
+        reap(g, i, "closed"); /* its locks are already free: fl_close freed them */
+    else if (eof)
+        reap(g, i, "died"); /* no goodbye: it exited, or was killed */
 }
 
 void registry_handle(struct registry *g, const struct pollfd *fds, int n)
@@ -379,8 +461,12 @@ void registry_handle(struct registry *g, const struct pollfd *fds, int n)
         uint32_t i = g->tags[k].index;
         if (!g->clients[i].used)
             continue; /* reaped by an earlier event of this round */
-        if (g->tags[k].kind == TAG_PIDFD)
-            reap(g, i, "died");
+        if (g->tags[k].kind == TAG_PIDFD) {
+            /* It exited; a goodbye it sent first still makes it a close. */
+            bool eof;
+            bool bye = g->clients[i].conn >= 0 && read_goodbye(g, i, &eof);
+            reap(g, i, bye ? "closed" : "died");
+        }
         else if (fds[k].fd == g->clients[i].conn)
             conn_event(g, i);
     }
@@ -397,3 +483,5 @@ void registry_tick(struct registry *g)
     }
     wake_after_reaping(g);
 }
+
+uint64_t registry_refused_full(const struct registry *g) { return g->refused_full; }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -64,7 +65,8 @@ static int remaining_ms(uint64_t deadline)
     return now >= deadline ? 0 : (int)((deadline - now) / 1000000 + 1);
 }
 
-int th_daemon_start(th_daemon *d, const char *region, const char *const *extra)
+static int daemon_start(th_daemon *d, const char *region, const char *const *extra,
+                        const struct rlimit *nofile)
 {
     memset(d, 0, sizeof *d);
     snprintf(d->region, sizeof d->region, "%s", region);
@@ -92,6 +94,10 @@ int th_daemon_start(th_daemon *d, const char *region, const char *const *extra)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(127);
+        if (nofile && setrlimit(RLIMIT_NOFILE, nofile) != 0) {
+            perror("setrlimit RLIMIT_NOFILE");
+            _exit(127);
+        }
         int lfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
         if (lfd >= 0)
             dup2(lfd, 2);
@@ -149,6 +155,18 @@ int th_daemon_start(th_daemon *d, const char *region, const char *const *extra)
         d->pid = 0;
     }
     return rc;
+}
+
+int th_daemon_start(th_daemon *d, const char *region, const char *const *extra)
+{
+    return daemon_start(d, region, extra, NULL);
+}
+
+int th_daemon_start_nofile(th_daemon *d, const char *region, const char *const *extra,
+                           unsigned long soft, unsigned long hard)
+{
+    struct rlimit rl = {.rlim_cur = soft, .rlim_max = hard};
+    return daemon_start(d, region, extra, &rl);
 }
 
 int th_daemon_stop(th_daemon *d, int sig)

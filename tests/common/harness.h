@@ -29,6 +29,10 @@ typedef struct th_daemon {
  * region + ".log"; its durable state file is region + ".state" unless extra
  * has --state.  Returns 0, or -1 if it exited or did not get ready. */
 int th_daemon_start(th_daemon *d, const char *region, const char *const *extra);
+/* The same with the daemon's RLIMIT_NOFILE set to soft/hard (in the child,
+ * before exec). */
+int th_daemon_start_nofile(th_daemon *d, const char *region, const char *const *extra,
+                           unsigned long soft, unsigned long hard);
 /* Send sig (SIGKILL, SIGTERM) and reap it.  Returns its wait status. */
 int th_daemon_stop(th_daemon *d, int sig);
 /* Count lines of the daemon's log containing needle. */

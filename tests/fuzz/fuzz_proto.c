@@ -1,7 +1,8 @@
 /*
  * fuzz_proto.c - libFuzzer harness for the other parsers of untrusted bytes
  * in the library: the supervisor's parse of a hello from any local process,
- * the client's parse of a supervisor's reply, and key validation (I9).
+ * the client's parse of a supervisor's reply, the supervisor's parse of a
+ * registered client's goodbye, and key validation (I9).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint32_t cap = size > 0 ? data[0] + 1u : 2u;
     if (fl__reply_parse(data, size, cap, &rep, why, sizeof why) == 0 && rep.status == 0 &&
         (rep.client == 0 || rep.client >= cap))
+        abort();
+    struct fl__goodbye bye;
+    if (fl__goodbye_parse(data, size, &bye, why, sizeof why) == 0 &&
+        (size != sizeof bye || bye.magic != FL__GOODBYE_MAGIC || bye.reserved != 0))
         abort();
     char *key = malloc(size + 1);
     if (!key)
