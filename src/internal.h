@@ -150,6 +150,9 @@ uint64_t fl__checksum(const void *p, size_t n);
  * make it not ready: fl_open admits clients only to a ready region (region.c,
  * READINESS).  Supervisor only. */
 void fl__region_set_ready(fl_region *r, uint64_t boot_tag);
+/* Take the supervisor's lock on the region (region.c, WHO SERVES THE
+ * REGION): 0, -EBUSY when another process holds it, or -errno. */
+int fl__region_lock_serve(fl_region *r);
 /* Tests without a supervisor: create a region and ready it for this boot, as
  * if a supervisor had started (its floor stays 1: no durable epoch). */
 int fl__test_region_create_ready(const char *path, const struct fl__params *p);

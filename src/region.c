@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -372,7 +371,7 @@ static bool fl__region_served(const fl_region *r);
  * raised and the records vouched for; a start that fails leaves it clear.
  * So a region just created, one of an earlier boot, or one whose supervisor
  * failed to start is refused; while a supervisor is starting (it holds the
- * region's flock) we sleep on ready_wake for at most FL__READY_WAIT_NS.
+ * region's lock) we sleep on ready_wake for at most FL__READY_WAIT_NS.
  * Handles opened before a restart keep working (I10): the memory they work
  * on is this boot's, and its tokens only grow.
  *
@@ -530,6 +529,9 @@ void fl_close(fl_region *r)
      * the client index at once. */
     if (r->client && !r->readonly)
         fl__slots_reap_client(r, r->client, fl__note_abandoned, r);
+    /* After our own reaping: tells fencelockd this is a close, not a death
+     * (its log says "closed" only then). */
+    fl__client_goodbye(r);
     if (r->sock >= 0)
         shutdown(r->sock, SHUT_RDWR);
     fl__region_unmap(r);
@@ -542,11 +544,34 @@ int fl_region_registered(const fl_region *r)
 
 const char *fl_region_path(const fl_region *r) { return r ? r->path : ""; }
 
-/* The supervisor holds an exclusive flock on the region while it serves it;
- * a shared one granted here means nobody does (and is let go at once).  The
- * probe uses a new open file description of the same file: flock on our own
- * descriptor would convert (and then drop) a lock this process holds, which
- * in fencelockd itself is the lock that keeps a second supervisor out. */
+/*
+ * WHO SERVES THE REGION.  The supervisor holds an exclusive open-file-
+ * description lock (F_OFD_SETLK, F_WRLCK) on the whole region file while it
+ * serves it; the kernel drops it when the supervisor dies.  Anyone may ask
+ * whether it is held with F_OFD_GETLK, which tests without taking anything:
+ * clients ask in a loop while a supervisor starts (fl_open), so a probe
+ * that took a lock, however briefly, could make a starting supervisor
+ * believe another one serves the region.  The probe uses a new open file
+ * description of the same file: a lock held through our own description
+ * (in fencelockd itself) never conflicts with us.
+ */
+static struct flock fl__whole_file(short type)
+{
+    struct flock l;
+    memset(&l, 0, sizeof l);
+    l.l_type = type;
+    l.l_whence = SEEK_SET; /* l_start = l_len = 0: the whole file */
+    return l;
+}
+
+int fl__region_lock_serve(fl_region *r)
+{
+    struct flock l = fl__whole_file(F_WRLCK);
+    if (fcntl(r->fd, F_OFD_SETLK, &l) == 0)
+        return 0;
+    return errno == EAGAIN || errno == EACCES ? -EBUSY : fl__neg_errno();
+}
+
 static bool fl__region_served(const fl_region *r)
 {
     char self[64];
@@ -554,11 +579,8 @@ static bool fl__region_served(const fl_region *r)
     int fd = open(self, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return false;
-    bool served = false;
-    if (flock(fd, LOCK_SH | LOCK_NB) == 0)
-        flock(fd, LOCK_UN);
-    else
-        served = errno == EWOULDBLOCK;
+    struct flock l = fl__whole_file(F_WRLCK);
+    bool served = fcntl(fd, F_OFD_GETLK, &l) == 0 && l.l_type != F_UNLCK;
     close(fd);
     return served;
 }

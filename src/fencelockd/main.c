@@ -388,7 +388,7 @@ static int listen_socket(const char *region_path)
         log_error("socket_failed", "region path too long for a Unix socket path (108 bytes)");
         return -1;
     }
-    /* We hold the region's flock: a socket file there is a dead supervisor's. */
+    /* We hold the region's lock: a socket file there is a dead supervisor's. */
     unlink(addr.sun_path);
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, 128) != 0) {
@@ -436,13 +436,17 @@ int main(int argc, char **argv)
         fl__region_unmap(r);
         return EXIT_REGION;
     }
-    if (flock(r->fd, LOCK_EX | LOCK_NB) != 0) {
+    int lerr = fl__region_lock_serve(r);
+    if (lerr) {
         char msg[4200];
-        snprintf(msg, sizeof msg, "region %s is already served by fencelockd pid %u", path,
-                 atomic_load_explicit(&r->hdr->supervisor_pid, memory_order_relaxed));
-        log_error("already_served", msg);
+        if (lerr == -EBUSY)
+            snprintf(msg, sizeof msg, "region %s is already served by fencelockd pid %u", path,
+                     atomic_load_explicit(&r->hdr->supervisor_pid, memory_order_relaxed));
+        else
+            snprintf(msg, sizeof msg, "cannot lock region %s: %s", path, strerror(-lerr));
+        log_error(lerr == -EBUSY ? "already_served" : "lock_failed", msg);
         fl__region_unmap(r);
-        return EXIT_BUSY;
+        return lerr == -EBUSY ? EXIT_BUSY : EXIT_REGION;
     }
     /* Until the region is readied below, fl_open refuses new clients (I1): none may
      * take a token from a floor this start has not made durable. */
@@ -576,7 +580,7 @@ int main(int argc, char **argv)
     char sock[4200];
     if (fl__socket_path(path, sock, sizeof sock) == 0)
         unlink(sock);
-    /* relaxed: display only (tools ask the flock whether we still serve) */
+    /* relaxed: display only (tools ask the region lock whether we still serve) */
     atomic_store_explicit(&r->hdr->supervisor_pid, 0, memory_order_relaxed);
     /* Clean shutdown: everything on disk first, then say so. */
     flush_region(r);

@@ -6,10 +6,6 @@
  * process is "died" even when the end of its connection reaches the
  * supervisor while the dying process is still in /proc (here: a zombie its
  * parent has not waited for yet), and so is one that exits without closing.
- *
- * Until fl_close itself calls fl__client_goodbye (region.c), the children
- * here call it just before fl_close; once it does, the second call is a
- * no-op (a handle says goodbye at most once).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -94,10 +90,8 @@ static int client_main(void *arg, int in, int out)
     char line[64];
     if (th_recv(in, line, sizeof line, 60000) != 0)
         return 1;
-    if (how == CLOSE_CLEANLY) {
-        fl__client_goodbye(r);
+    if (how == CLOSE_CLEANLY)
         fl_close(r);
-    }
     return 0; /* and exit at once: the pidfd and the goodbye race */
 }
 
