@@ -27,6 +27,7 @@
 #include "cli.h"
 #include "duration.h"
 #include "fencelock.h"
+#include "guard.h"
 #include "json.h"
 
 const char status_usage[] =
@@ -298,15 +299,48 @@ static int read_snapshot(fl_region *r, const char *path, struct snapshot *s)
     return rc;
 }
 
+/* open_region() and read_snapshot() with the region's pages guarded
+ * (guard.h): a SIGBUS from a file truncated under us sets *truncated and
+ * returns CLI_EXIT_REGION, the message left to the caller (a terminal may
+ * have to leave the alternate screen first).  After that, *r must not be
+ * used: the handle is abandoned, not closed. */
+static int guarded_open(const char *path, fl_region **r, bool *truncated)
+{
+    if (sigsetjmp(cli_bus_env, 1) != 0) {
+        *truncated = true;
+        return CLI_EXIT_REGION;
+    }
+    cli_bus_arm();
+    int rc = open_region(path, r);
+    cli_bus_disarm();
+    return rc;
+}
+
+static int guarded_read(fl_region *r, const char *path, struct snapshot *s, bool *truncated)
+{
+    if (sigsetjmp(cli_bus_env, 1) != 0) {
+        *truncated = true;
+        return CLI_EXIT_REGION;
+    }
+    cli_bus_arm();
+    int rc = read_snapshot(r, path, s);
+    cli_bus_disarm();
+    return rc;
+}
+
 /* Open the region at path read-only and copy out everything shown. */
 static int take_snapshot(const char *path, struct snapshot *s)
 {
     fl_region *r;
-    int rc = open_region(path, &r);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    rc = read_snapshot(r, path, s);
-    fl_close(r);
+    bool truncated = false;
+    int rc = guarded_open(path, &r, &truncated);
+    if (rc == CLI_EXIT_OK) {
+        rc = guarded_read(r, path, s, &truncated);
+        if (!truncated)
+            fl_close(r);
+    }
+    if (truncated)
+        return cli_region_truncated(path);
     return rc;
 }
 
@@ -1175,12 +1209,13 @@ static int add_record_counts(struct watch *w)
     return CLI_EXIT_OK;
 }
 
-/* Read the region again and work out the rows, their rates and order. */
-static int watch_refresh(struct watch *w, fl_region *r)
+/* Read the region again and work out the rows, their rates and order.  A
+ * region truncated under us sets *truncated (see guarded_read). */
+static int watch_refresh(struct watch *w, fl_region *r, bool *truncated)
 {
     struct snapshot *s = &w->s;
     free_snapshot(s);
-    int rc = read_snapshot(r, w->path, s);
+    int rc = guarded_read(r, w->path, s, truncated);
     if (rc != CLI_EXIT_OK)
         return rc;
     uint64_t now = monotonic_ns();
@@ -1657,7 +1692,10 @@ static int terminal_wait(struct terminal *t, const struct watch *w, uint64_t dea
 static int watch_main(const struct status_options *o, const char *path)
 {
     fl_region *r;
-    int rc = open_region(path, &r);
+    bool truncated = false;
+    int rc = guarded_open(path, &r, &truncated);
+    if (truncated)
+        return cli_region_truncated(path);
     if (rc != CLI_EXIT_OK)
         return rc;
     /* A reader that went away shows up as EPIPE from a write, not a death. */
@@ -1674,7 +1712,7 @@ static int watch_main(const struct status_options *o, const char *path)
         terminal_enter(&term);
     uint64_t next = monotonic_ns();
     for (unsigned long frames = 0;;) {
-        rc = watch_refresh(&w, r);
+        rc = watch_refresh(&w, r, &truncated);
         if (rc != CLI_EXIT_OK)
             break;
         frames++;
@@ -1725,7 +1763,10 @@ static int watch_main(const struct status_options *o, const char *path)
     free(w.recs);
     free(w.prev_keys);
     free(w.prev_recs);
-    fl_close(r);
+    if (truncated)
+        rc = cli_region_truncated(path); /* after the terminal is back */
+    else
+        fl_close(r);
     if (watch_signal) {
         /* End by the signal, as if it had not been caught. */
         int sig = watch_signal;
