@@ -103,6 +103,12 @@ const char status_usage[] =
     "  REJ-TOKEN  token of the last rejected commit, - if none\n"
     "  REJ-PID    process that made the last rejected commit, - if none\n"
     "\n"
+    "Slots in use that a table does not list are counted under it, one line per\n"
+    "reason (\"3 of 40 lock slots not listed: no published key (...)\"): a slot\n"
+    "with no published key or name (abandoned by a creator that lost a race, or\n"
+    "corrupt), or with corrupt shared data.  The counts are for the whole region,\n"
+    "also with --prefix.\n"
+    "\n"
     "The region block also counts the events dropped from the supervisor's\n"
     "log (its event ring was full, or a client stopped while posting): the\n"
     "counters stay exact, only log lines are missing.\n"
@@ -117,8 +123,9 @@ const char status_usage[] =
     "error, exit status 4.  Give KEY as its bytes (no escapes).\n"
     "\n"
     "Watch view (--watch): a header with the time, the supervisor, the epoch,\n"
-    "the table fill and the dropped events, the region-wide rates, then the\n"
-    "keys and the records, most active first (ties by name).  Rates are per\n"
+    "the table fill and the dropped events, the region-wide rates, a line \"not\n"
+    "listed: ...\" when slots in use are not listed (as below the tables), then\n"
+    "the keys and the records, most active first (ties by name).  Rates are per\n"
     "second over the last refresh, - on the first.  On a terminal the view\n"
     "uses the alternate screen and is cut to the window; q or Ctrl-C quits\n"
     "(exit status 0), SIGINT, SIGTERM and SIGHUP restore the terminal and end\n"
@@ -151,7 +158,10 @@ const char status_usage[] =
     "they give the bytes back.  A lock's holder_pid, holder_client and\n"
     "holder_client_id name its latest holder, also after a release.  With KEY\n"
     "the document has \"time\", \"region\", \"lock\" (one object) and \"records\"\n"
-    "(those the key fences).\n"
+    "(those the key fences).  The document of the whole region ends with\n"
+    "\"skipped\": the slots in use not listed, {\"locks\": N, \"records\": N,\n"
+    "\"reasons\": {\"locks\": {\"no_published_key\": N, \"corrupt\": N}, \"records\":\n"
+    "{...}}}, every reason present, 0 when none.\n"
     "\n" CLI_ENVIRONMENT_TEXT "\n" CLI_EXIT_STATUS_TEXT
     "  4  status KEY: the region has no such key\n"
     "\n"
@@ -163,6 +173,56 @@ const char status_usage[] =
     "  fencelock status --json | jq -r '.locks[] | select(.waiters > 0) | .key'\n";
 
 /* ---- the view -------------------------------------------------------------- */
+
+/*
+ * Why a slot in use is not listed: the error fl_lock_info_get() or
+ * fl_record_info_get() gave for it.  The counts are region-wide (a slot with
+ * no key cannot be matched against --prefix or KEY).
+ */
+enum skip_reason {
+    SKIP_NO_KEY,  /* -ENOENT: no published key (or name) */
+    SKIP_CORRUPT, /* -EPROTO: the slot's shared data is corrupt (the library's error for
+                     corrupt shared data; the info calls do not return it today, and a
+                     corrupt slot is better counted than the whole view refused) */
+    SKIP_REASONS
+};
+
+static const struct {
+    const char *name;   /* the JSON member */
+    const char *brief_lock, *brief_record; /* what the watch view's header says */
+    const char *lock;   /* what the tables say for lock slots */
+    const char *record; /* and for records */
+} skip_reasons[SKIP_REASONS] = {
+    [SKIP_NO_KEY] = {"no_published_key", "no published key", "no published name",
+                     "no published key (abandoned by a creator that lost a race, or corrupt)",
+                     "no published name (abandoned by a creator that lost a race, or "
+                     "corrupt)"},
+    [SKIP_CORRUPT] = {"corrupt", "corrupt", "corrupt", "corrupt shared data",
+                      "corrupt shared data"},
+};
+
+struct skipped {
+    uint32_t locks[SKIP_REASONS];
+    uint32_t records[SKIP_REASONS];
+};
+
+/* The reason for err from an info call, or -1 if err is not a skip. */
+static int skip_reason_of(int err)
+{
+    switch (err) {
+    case -ENOENT: return SKIP_NO_KEY;
+    case -EPROTO: return SKIP_CORRUPT;
+    default: return -1;
+    }
+}
+
+static uint32_t skipped_total(const uint32_t *by_reason)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < SKIP_REASONS; i++)
+        n += by_reason[i];
+    return n;
+}
 
 struct snapshot {
     char path[4096];
@@ -176,6 +236,7 @@ struct snapshot {
     fl_record_info *records;
     uint32_t *record_slots; /* the same for records[] */
     size_t n_records;
+    struct skipped skipped; /* slots in use that are not listed, and why */
 };
 
 static void free_snapshot(struct snapshot *s)
@@ -191,6 +252,7 @@ static void free_snapshot(struct snapshot *s)
     s->records = NULL;
     s->record_slots = NULL;
     s->n_clients = s->n_locks = s->n_records = 0;
+    memset(&s->skipped, 0, sizeof s->skipped);
 }
 
 /* The last library error in one line: the detail if there is one. */
@@ -241,9 +303,12 @@ static int read_locks(fl_region *r, struct snapshot *s)
         return out_of_memory("reading the lock table");
     for (uint32_t i = 0; i < used; i++) {
         int err = fl_lock_info_get(r, i, &s->locks[s->n_locks]);
+        int why = skip_reason_of(err); /* a slot abandoned in a creation race holds no key */
         if (err == 0)
             s->lock_slots[s->n_locks++] = i;
-        else if (err != -ENOENT) /* a slot abandoned in a creation race holds no key */
+        else if (why >= 0)
+            s->skipped.locks[why]++;
+        else
             return fail_runtime("reading the lock table", err);
     }
     return CLI_EXIT_OK;
@@ -259,9 +324,12 @@ static int read_records(fl_region *r, struct snapshot *s)
         return out_of_memory("reading the record table");
     for (uint32_t i = 0; i < used; i++) {
         int err = fl_record_info_get(r, i, &s->records[s->n_records]);
+        int why = skip_reason_of(err);
         if (err == 0)
             s->record_slots[s->n_records++] = i;
-        else if (err != -ENOENT)
+        else if (why >= 0)
+            s->skipped.records[why]++;
+        else
             return fail_runtime("reading the record table", err);
     }
     return CLI_EXIT_OK;
@@ -778,6 +846,18 @@ static void print_section(FILE *f, const char *title, const struct column *cols,
         print_table(f, cols, ncols, rows, size, n);
 }
 
+/* One line per reason for the slots in use that a table does not list:
+ * "285 of 301 lock slots not listed: no published key (...)". */
+static void print_skipped(FILE *f, const char *indent, const uint32_t *by_reason, uint32_t used,
+                          bool locks)
+{
+    for (int i = 0; i < SKIP_REASONS; i++)
+        if (by_reason[i])
+            fprintf(f, "%s%" PRIu32 " of %" PRIu32 " %s not listed: %s\n", indent, by_reason[i],
+                    used, locks ? "lock slots" : "record slots",
+                    locks ? skip_reasons[i].lock : skip_reasons[i].record);
+}
+
 static void print_text(FILE *f, const struct snapshot *s)
 {
     print_region(f, s);
@@ -785,8 +865,10 @@ static void print_text(FILE *f, const struct snapshot *s)
                   sizeof *s->clients, s->n_clients);
     print_section(f, "Locks", lock_columns, N_OF(lock_columns), s->locks, sizeof *s->locks,
                   s->n_locks);
+    print_skipped(f, "  ", s->skipped.locks, s->region.locks_used, true);
     print_section(f, "Records", record_columns, N_OF(record_columns), s->records,
                   sizeof *s->records, s->n_records);
+    print_skipped(f, "  ", s->skipped.records, s->region.records_used, false);
 }
 
 /* ---- JSON for programs ----------------------------------------------------- */
@@ -933,6 +1015,31 @@ static void json_record(FILE *f, const fl_record_info *r)
     j_end(&j);
 }
 
+/* {"no_published_key": 285, "corrupt": 0}: every reason, also when 0. */
+static void json_reasons(FILE *f, const uint32_t *by_reason)
+{
+    struct jobject j = j_begin(f);
+    for (int i = 0; i < SKIP_REASONS; i++)
+        j_u64(&j, skip_reasons[i].name, by_reason[i]);
+    j_end(&j);
+}
+
+/* The slots in use that "locks" and "records" do not list, and why. */
+static void json_skipped(FILE *f, const struct skipped *k)
+{
+    struct jobject j = j_begin(f);
+    j_u64(&j, "locks", skipped_total(k->locks));
+    j_u64(&j, "records", skipped_total(k->records));
+    j_key(&j, "reasons");
+    struct jobject r = j_begin(f);
+    j_key(&r, "locks");
+    json_reasons(f, k->locks);
+    j_key(&r, "records");
+    json_reasons(f, k->records);
+    j_end(&r);
+    j_end(&j);
+}
+
 typedef void json_item_fn(FILE *f, const void *item);
 
 static void json_client_item(FILE *f, const void *item) { json_client(f, item); }
@@ -965,8 +1072,10 @@ static void print_json(FILE *f, const struct snapshot *s)
                false);
     json_array(f, "locks", s->locks, sizeof *s->locks, s->n_locks, json_lock_item, false);
     json_array(f, "records", s->records, sizeof *s->records, s->n_records, json_record_item,
-               true);
-    fputs("}\n", f);
+               false);
+    fputs("  \"skipped\": ", f);
+    json_skipped(f, &s->skipped);
+    fputs("\n}\n", f);
 }
 
 /* ---- one key in detail (status KEY) ---------------------------------------- */
@@ -1467,6 +1576,21 @@ static void watch_render(FILE *f, const struct watch *w, long rows)
     fprintf(f, "per second: %s acquisitions  %s commits  %s rejections  %s takeovers\n", a, b,
             c, d);
     long header = 3;
+    uint32_t skipped_locks = skipped_total(s->skipped.locks),
+             skipped_records = skipped_total(s->skipped.records);
+    if (skipped_locks || skipped_records) {
+        fputs("not listed:", f);
+        for (int i = 0; i < SKIP_REASONS; i++) {
+            if (s->skipped.locks[i])
+                fprintf(f, "  %" PRIu32 " of %" PRIu32 " lock slots (%s)",
+                        s->skipped.locks[i], g->locks_used, skip_reasons[i].brief_lock);
+            if (s->skipped.records[i])
+                fprintf(f, "  %" PRIu32 " of %" PRIu32 " record slots (%s)",
+                        s->skipped.records[i], g->records_used, skip_reasons[i].brief_record);
+        }
+        fputc('\n', f);
+        header++;
+    }
     if (w->prefix) {
         char p[ESCAPED_MAX];
         escape_bytes(w->prefix, p, sizeof p);
