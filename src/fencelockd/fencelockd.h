@@ -28,6 +28,15 @@ void log_bool(const char *name, bool value);
 void log_end(void);
 /* A one-line error event with a message. */
 void log_error(const char *event, const char *message);
+/* The descriptor log lines go to now (2 for stderr); async-signal-safe. */
+int log_current_fd(void);
+
+/* ---- sigbus.c: a region file truncated under the supervisor ---- */
+/* From now on, a SIGBUS on r's mapping (its file was shrunk by another
+ * process) writes one region_truncated error line to the log (and to stderr
+ * if the log is a file) and exits 3, instead of a silent death.  Call once,
+ * right after the region is mapped. */
+void sigbus_arm(const fl_region *r);
 
 /* ---- notify.c ---- */
 /* Tell systemd (NOTIFY_SOCKET) a state such as "READY=1"; no-op without it. */

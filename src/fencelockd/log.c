@@ -46,6 +46,9 @@ int log_open(const char *path, bool syslog_too)
 
 int log_reopen(void) { return log_path ? log_open(log_path, false) : 0; }
 
+/* Read from a signal handler (sigbus.c): one int load, async-signal-safe. */
+int log_current_fd(void) { return log_fd; }
+
 void log_begin(const char *level, const char *event) { log_begin_at(level, event, 0); }
 
 void log_begin_at(const char *level, const char *event, uint64_t unix_ns)

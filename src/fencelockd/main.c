@@ -432,6 +432,7 @@ int main(int argc, char **argv)
     fl_region *r;
     if (open_region(&o, path, &r) != 0)
         return EXIT_REGION;
+    sigbus_arm(r); /* a region truncated under us: a log line and exit 3, not a silent death */
     if (check_params(r, &o) != 0) {
         fl__region_unmap(r);
         return EXIT_REGION;

@@ -160,7 +160,8 @@ static void test_fresh_region(void **state)
     free(out);
 
     char *json = status(region, true);
-    assert_json(json, "[\"clients\", \"locks\", \"records\", \"region\", \"time\"]", "sorted(d)");
+    assert_json(json, "[\"clients\", \"locks\", \"records\", \"region\", \"skipped\", \"time\"]",
+                "sorted(d)");
     snprintf(want, sizeof want, "\"%s\"", region);
     assert_json(json, want, "d['region']['path']");
     assert_json(json, u64s((uint64_t)d.pid), "d['region']['supervisor_pid']");

@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "fencelock.h"
+#include "guard.h"
 #include "metrics.h"
 
 const char metrics_usage[] =
@@ -110,6 +111,35 @@ static int parse_metrics_args(int argc, char **argv, const char **region)
     return -1;
 }
 
+/* Open region (NULL: the default) and print its metrics; shown is its path
+ * for messages. */
+static int print_metrics(const char *region, const char *shown)
+{
+    fl_region *r;
+    /* A file truncated under us: SIGBUS on its lost pages (guard.h).  What
+     * was printed before stays printed; the exit status says it is void. */
+    if (sigsetjmp(cli_bus_env, 1) != 0) {
+        fflush(stdout);
+        return cli_region_truncated(shown);
+    }
+    cli_bus_arm();
+    int err = fl_open_readonly(region, &r); /* NULL: $FENCELOCK_REGION, else the default */
+    if (err) {
+        cli_bus_disarm();
+        fprintf(stderr, "fencelock: %s\n", library_error(err));
+        return err == -ENOMEM || err == -EMFILE || err == -ENFILE ? CLI_EXIT_RUNTIME
+                                                                   : CLI_EXIT_REGION;
+    }
+    err = fl_metrics_write(stdout, r);
+    cli_bus_disarm();
+    fl_close(r);
+    if (err) {
+        fprintf(stderr, "fencelock: reading the region: %s\n", library_error(err));
+        return CLI_EXIT_RUNTIME;
+    }
+    return cli_finish_stdout();
+}
+
 int metrics_main(int argc, char **argv)
 {
     const char *region = NULL;
@@ -120,18 +150,10 @@ int metrics_main(int argc, char **argv)
         fprintf(stderr, "fencelock: region path too long (%zu bytes)\n", strlen(region));
         return CLI_EXIT_REGION;
     }
-    fl_region *r;
-    int err = fl_open_readonly(region, &r); /* NULL: $FENCELOCK_REGION, else the default */
-    if (err) {
-        fprintf(stderr, "fencelock: %s\n", library_error(err));
-        return err == -ENOMEM || err == -EMFILE || err == -ENFILE ? CLI_EXIT_RUNTIME
-                                                                   : CLI_EXIT_REGION;
-    }
-    err = fl_metrics_write(stdout, r);
-    fl_close(r);
-    if (err) {
-        fprintf(stderr, "fencelock: reading the region: %s\n", library_error(err));
-        return CLI_EXIT_RUNTIME;
-    }
-    return cli_finish_stdout();
+    char shown[4096] = "the default region";
+    if (region)
+        snprintf(shown, sizeof shown, "%s", region);
+    else
+        fl_default_region_path(shown, sizeof shown); /* only for a message */
+    return print_metrics(region, shown);
 }

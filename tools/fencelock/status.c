@@ -27,6 +27,7 @@
 #include "cli.h"
 #include "duration.h"
 #include "fencelock.h"
+#include "guard.h"
 #include "json.h"
 
 const char status_usage[] =
@@ -102,6 +103,12 @@ const char status_usage[] =
     "  REJ-TOKEN  token of the last rejected commit, - if none\n"
     "  REJ-PID    process that made the last rejected commit, - if none\n"
     "\n"
+    "Slots in use that a table does not list are counted under it, one line per\n"
+    "reason (\"3 of 40 lock slots not listed: no published key (...)\"): a slot\n"
+    "with no published key or name (abandoned by a creator that lost a race, or\n"
+    "corrupt), or with corrupt shared data.  The counts are for the whole region,\n"
+    "also with --prefix.\n"
+    "\n"
     "The region block also counts the events dropped from the supervisor's\n"
     "log (its event ring was full, or a client stopped while posting): the\n"
     "counters stay exact, only log lines are missing.\n"
@@ -116,8 +123,9 @@ const char status_usage[] =
     "error, exit status 4.  Give KEY as its bytes (no escapes).\n"
     "\n"
     "Watch view (--watch): a header with the time, the supervisor, the epoch,\n"
-    "the table fill and the dropped events, the region-wide rates, then the\n"
-    "keys and the records, most active first (ties by name).  Rates are per\n"
+    "the table fill and the dropped events, the region-wide rates, a line \"not\n"
+    "listed: ...\" when slots in use are not listed (as below the tables), then\n"
+    "the keys and the records, most active first (ties by name).  Rates are per\n"
     "second over the last refresh, - on the first.  On a terminal the view\n"
     "uses the alternate screen and is cut to the window; q or Ctrl-C quits\n"
     "(exit status 0), SIGINT, SIGTERM and SIGHUP restore the terminal and end\n"
@@ -150,7 +158,10 @@ const char status_usage[] =
     "they give the bytes back.  A lock's holder_pid, holder_client and\n"
     "holder_client_id name its latest holder, also after a release.  With KEY\n"
     "the document has \"time\", \"region\", \"lock\" (one object) and \"records\"\n"
-    "(those the key fences).\n"
+    "(those the key fences).  The document of the whole region ends with\n"
+    "\"skipped\": the slots in use not listed, {\"locks\": N, \"records\": N,\n"
+    "\"reasons\": {\"locks\": {\"no_published_key\": N, \"corrupt\": N}, \"records\":\n"
+    "{...}}}, every reason present, 0 when none.\n"
     "\n" CLI_ENVIRONMENT_TEXT "\n" CLI_EXIT_STATUS_TEXT
     "  4  status KEY: the region has no such key\n"
     "\n"
@@ -162,6 +173,56 @@ const char status_usage[] =
     "  fencelock status --json | jq -r '.locks[] | select(.waiters > 0) | .key'\n";
 
 /* ---- the view -------------------------------------------------------------- */
+
+/*
+ * Why a slot in use is not listed: the error fl_lock_info_get() or
+ * fl_record_info_get() gave for it.  The counts are region-wide (a slot with
+ * no key cannot be matched against --prefix or KEY).
+ */
+enum skip_reason {
+    SKIP_NO_KEY,  /* -ENOENT: no published key (or name) */
+    SKIP_CORRUPT, /* -EPROTO: the slot's shared data is corrupt (the library's error for
+                     corrupt shared data; the info calls do not return it today, and a
+                     corrupt slot is better counted than the whole view refused) */
+    SKIP_REASONS
+};
+
+static const struct {
+    const char *name;   /* the JSON member */
+    const char *brief_lock, *brief_record; /* what the watch view's header says */
+    const char *lock;   /* what the tables say for lock slots */
+    const char *record; /* and for records */
+} skip_reasons[SKIP_REASONS] = {
+    [SKIP_NO_KEY] = {"no_published_key", "no published key", "no published name",
+                     "no published key (abandoned by a creator that lost a race, or corrupt)",
+                     "no published name (abandoned by a creator that lost a race, or "
+                     "corrupt)"},
+    [SKIP_CORRUPT] = {"corrupt", "corrupt", "corrupt", "corrupt shared data",
+                      "corrupt shared data"},
+};
+
+struct skipped {
+    uint32_t locks[SKIP_REASONS];
+    uint32_t records[SKIP_REASONS];
+};
+
+/* The reason for err from an info call, or -1 if err is not a skip. */
+static int skip_reason_of(int err)
+{
+    switch (err) {
+    case -ENOENT: return SKIP_NO_KEY;
+    case -EPROTO: return SKIP_CORRUPT;
+    default: return -1;
+    }
+}
+
+static uint32_t skipped_total(const uint32_t *by_reason)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < SKIP_REASONS; i++)
+        n += by_reason[i];
+    return n;
+}
 
 struct snapshot {
     char path[4096];
@@ -175,6 +236,7 @@ struct snapshot {
     fl_record_info *records;
     uint32_t *record_slots; /* the same for records[] */
     size_t n_records;
+    struct skipped skipped; /* slots in use that are not listed, and why */
 };
 
 static void free_snapshot(struct snapshot *s)
@@ -190,6 +252,7 @@ static void free_snapshot(struct snapshot *s)
     s->records = NULL;
     s->record_slots = NULL;
     s->n_clients = s->n_locks = s->n_records = 0;
+    memset(&s->skipped, 0, sizeof s->skipped);
 }
 
 /* The last library error in one line: the detail if there is one. */
@@ -240,9 +303,12 @@ static int read_locks(fl_region *r, struct snapshot *s)
         return out_of_memory("reading the lock table");
     for (uint32_t i = 0; i < used; i++) {
         int err = fl_lock_info_get(r, i, &s->locks[s->n_locks]);
+        int why = skip_reason_of(err); /* a slot abandoned in a creation race holds no key */
         if (err == 0)
             s->lock_slots[s->n_locks++] = i;
-        else if (err != -ENOENT) /* a slot abandoned in a creation race holds no key */
+        else if (why >= 0)
+            s->skipped.locks[why]++;
+        else
             return fail_runtime("reading the lock table", err);
     }
     return CLI_EXIT_OK;
@@ -258,9 +324,12 @@ static int read_records(fl_region *r, struct snapshot *s)
         return out_of_memory("reading the record table");
     for (uint32_t i = 0; i < used; i++) {
         int err = fl_record_info_get(r, i, &s->records[s->n_records]);
+        int why = skip_reason_of(err);
         if (err == 0)
             s->record_slots[s->n_records++] = i;
-        else if (err != -ENOENT)
+        else if (why >= 0)
+            s->skipped.records[why]++;
+        else
             return fail_runtime("reading the record table", err);
     }
     return CLI_EXIT_OK;
@@ -298,15 +367,48 @@ static int read_snapshot(fl_region *r, const char *path, struct snapshot *s)
     return rc;
 }
 
+/* open_region() and read_snapshot() with the region's pages guarded
+ * (guard.h): a SIGBUS from a file truncated under us sets *truncated and
+ * returns CLI_EXIT_REGION, the message left to the caller (a terminal may
+ * have to leave the alternate screen first).  After that, *r must not be
+ * used: the handle is abandoned, not closed. */
+static int guarded_open(const char *path, fl_region **r, bool *truncated)
+{
+    if (sigsetjmp(cli_bus_env, 1) != 0) {
+        *truncated = true;
+        return CLI_EXIT_REGION;
+    }
+    cli_bus_arm();
+    int rc = open_region(path, r);
+    cli_bus_disarm();
+    return rc;
+}
+
+static int guarded_read(fl_region *r, const char *path, struct snapshot *s, bool *truncated)
+{
+    if (sigsetjmp(cli_bus_env, 1) != 0) {
+        *truncated = true;
+        return CLI_EXIT_REGION;
+    }
+    cli_bus_arm();
+    int rc = read_snapshot(r, path, s);
+    cli_bus_disarm();
+    return rc;
+}
+
 /* Open the region at path read-only and copy out everything shown. */
 static int take_snapshot(const char *path, struct snapshot *s)
 {
     fl_region *r;
-    int rc = open_region(path, &r);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    rc = read_snapshot(r, path, s);
-    fl_close(r);
+    bool truncated = false;
+    int rc = guarded_open(path, &r, &truncated);
+    if (rc == CLI_EXIT_OK) {
+        rc = guarded_read(r, path, s, &truncated);
+        if (!truncated)
+            fl_close(r);
+    }
+    if (truncated)
+        return cli_region_truncated(path);
     return rc;
 }
 
@@ -744,6 +846,18 @@ static void print_section(FILE *f, const char *title, const struct column *cols,
         print_table(f, cols, ncols, rows, size, n);
 }
 
+/* One line per reason for the slots in use that a table does not list:
+ * "285 of 301 lock slots not listed: no published key (...)". */
+static void print_skipped(FILE *f, const char *indent, const uint32_t *by_reason, uint32_t used,
+                          bool locks)
+{
+    for (int i = 0; i < SKIP_REASONS; i++)
+        if (by_reason[i])
+            fprintf(f, "%s%" PRIu32 " of %" PRIu32 " %s not listed: %s\n", indent, by_reason[i],
+                    used, locks ? "lock slots" : "record slots",
+                    locks ? skip_reasons[i].lock : skip_reasons[i].record);
+}
+
 static void print_text(FILE *f, const struct snapshot *s)
 {
     print_region(f, s);
@@ -751,8 +865,10 @@ static void print_text(FILE *f, const struct snapshot *s)
                   sizeof *s->clients, s->n_clients);
     print_section(f, "Locks", lock_columns, N_OF(lock_columns), s->locks, sizeof *s->locks,
                   s->n_locks);
+    print_skipped(f, "  ", s->skipped.locks, s->region.locks_used, true);
     print_section(f, "Records", record_columns, N_OF(record_columns), s->records,
                   sizeof *s->records, s->n_records);
+    print_skipped(f, "  ", s->skipped.records, s->region.records_used, false);
 }
 
 /* ---- JSON for programs ----------------------------------------------------- */
@@ -899,6 +1015,31 @@ static void json_record(FILE *f, const fl_record_info *r)
     j_end(&j);
 }
 
+/* {"no_published_key": 285, "corrupt": 0}: every reason, also when 0. */
+static void json_reasons(FILE *f, const uint32_t *by_reason)
+{
+    struct jobject j = j_begin(f);
+    for (int i = 0; i < SKIP_REASONS; i++)
+        j_u64(&j, skip_reasons[i].name, by_reason[i]);
+    j_end(&j);
+}
+
+/* The slots in use that "locks" and "records" do not list, and why. */
+static void json_skipped(FILE *f, const struct skipped *k)
+{
+    struct jobject j = j_begin(f);
+    j_u64(&j, "locks", skipped_total(k->locks));
+    j_u64(&j, "records", skipped_total(k->records));
+    j_key(&j, "reasons");
+    struct jobject r = j_begin(f);
+    j_key(&r, "locks");
+    json_reasons(f, k->locks);
+    j_key(&r, "records");
+    json_reasons(f, k->records);
+    j_end(&r);
+    j_end(&j);
+}
+
 typedef void json_item_fn(FILE *f, const void *item);
 
 static void json_client_item(FILE *f, const void *item) { json_client(f, item); }
@@ -931,8 +1072,10 @@ static void print_json(FILE *f, const struct snapshot *s)
                false);
     json_array(f, "locks", s->locks, sizeof *s->locks, s->n_locks, json_lock_item, false);
     json_array(f, "records", s->records, sizeof *s->records, s->n_records, json_record_item,
-               true);
-    fputs("}\n", f);
+               false);
+    fputs("  \"skipped\": ", f);
+    json_skipped(f, &s->skipped);
+    fputs("\n}\n", f);
 }
 
 /* ---- one key in detail (status KEY) ---------------------------------------- */
@@ -1175,12 +1318,13 @@ static int add_record_counts(struct watch *w)
     return CLI_EXIT_OK;
 }
 
-/* Read the region again and work out the rows, their rates and order. */
-static int watch_refresh(struct watch *w, fl_region *r)
+/* Read the region again and work out the rows, their rates and order.  A
+ * region truncated under us sets *truncated (see guarded_read). */
+static int watch_refresh(struct watch *w, fl_region *r, bool *truncated)
 {
     struct snapshot *s = &w->s;
     free_snapshot(s);
-    int rc = read_snapshot(r, w->path, s);
+    int rc = guarded_read(r, w->path, s, truncated);
     if (rc != CLI_EXIT_OK)
         return rc;
     uint64_t now = monotonic_ns();
@@ -1432,6 +1576,21 @@ static void watch_render(FILE *f, const struct watch *w, long rows)
     fprintf(f, "per second: %s acquisitions  %s commits  %s rejections  %s takeovers\n", a, b,
             c, d);
     long header = 3;
+    uint32_t skipped_locks = skipped_total(s->skipped.locks),
+             skipped_records = skipped_total(s->skipped.records);
+    if (skipped_locks || skipped_records) {
+        fputs("not listed:", f);
+        for (int i = 0; i < SKIP_REASONS; i++) {
+            if (s->skipped.locks[i])
+                fprintf(f, "  %" PRIu32 " of %" PRIu32 " lock slots (%s)",
+                        s->skipped.locks[i], g->locks_used, skip_reasons[i].brief_lock);
+            if (s->skipped.records[i])
+                fprintf(f, "  %" PRIu32 " of %" PRIu32 " record slots (%s)",
+                        s->skipped.records[i], g->records_used, skip_reasons[i].brief_record);
+        }
+        fputc('\n', f);
+        header++;
+    }
     if (w->prefix) {
         char p[ESCAPED_MAX];
         escape_bytes(w->prefix, p, sizeof p);
@@ -1657,7 +1816,10 @@ static int terminal_wait(struct terminal *t, const struct watch *w, uint64_t dea
 static int watch_main(const struct status_options *o, const char *path)
 {
     fl_region *r;
-    int rc = open_region(path, &r);
+    bool truncated = false;
+    int rc = guarded_open(path, &r, &truncated);
+    if (truncated)
+        return cli_region_truncated(path);
     if (rc != CLI_EXIT_OK)
         return rc;
     /* A reader that went away shows up as EPIPE from a write, not a death. */
@@ -1674,7 +1836,7 @@ static int watch_main(const struct status_options *o, const char *path)
         terminal_enter(&term);
     uint64_t next = monotonic_ns();
     for (unsigned long frames = 0;;) {
-        rc = watch_refresh(&w, r);
+        rc = watch_refresh(&w, r, &truncated);
         if (rc != CLI_EXIT_OK)
             break;
         frames++;
@@ -1725,7 +1887,10 @@ static int watch_main(const struct status_options *o, const char *path)
     free(w.recs);
     free(w.prev_keys);
     free(w.prev_recs);
-    fl_close(r);
+    if (truncated)
+        rc = cli_region_truncated(path); /* after the terminal is back */
+    else
+        fl_close(r);
     if (watch_signal) {
         /* End by the signal, as if it had not been caught. */
         int sig = watch_signal;
