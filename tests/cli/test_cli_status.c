@@ -167,7 +167,7 @@ static void test_fresh_region(void **state)
     assert_json(json, u64s((uint64_t)d.pid), "d['region']['supervisor_pid']");
     assert_json(json, "true", "d['region']['supervisor_alive']");
     assert_json(json, "true", "d['region']['same_boot']");
-    assert_json(json, "2", "d['region']['format_version']");
+    assert_json(json, "3", "d['region']['format_version']");
     assert_json(json, "4096", "d['region']['lock_capacity']");
     assert_json(json, "0", "d['region']['locks_used']");
     assert_json(json, "1024", "d['region']['client_capacity']");
@@ -177,7 +177,7 @@ static void test_fresh_region(void **state)
     /* Numbers are JSON numbers, never strings. */
     assert_json(json, "true",
                 "all(type(v) is int for k, v in d['region'].items() if k not in "
-                "('path', 'boot_id', 'created', 'supervisor_alive', 'same_boot', 'last_run'))");
+                "('path', 'boot_id', 'created', 'supervisor_alive', 'same_boot', 'ready', 'last_run'))");
     assert_json(json, "[[], [], []]", "[d['clients'], d['locks'], d['records']]");
     free(json);
 

@@ -8,7 +8,7 @@
  * the --watch view, instead of a silent gap (I12: what cannot be vouched for
  * is reported, not served).
  *
- * INTERNAL: the test creates the region with fl__region_create, uses it
+ * INTERNAL: the test creates the region with fl__test_region_create_ready, uses it
  * through the public API, then scribbles on its own writable mapping: the
  * published key of one lock slot and of one record is erased, and the
  * tables' counters of slots in use are raised past the published ones (as
@@ -75,7 +75,7 @@ static char *status(const char *const *args)
  * open handle is returned for scribbling. */
 static fl_region *make_region(const char *path)
 {
-    assert_int_equal(fl__region_create(path, &params), 0);
+    assert_int_equal(fl__test_region_create_ready(path, &params), 0);
     fl_region *r;
     int rc = fl_open(path, &r);
     if (rc != 0)

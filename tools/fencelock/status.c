@@ -821,6 +821,10 @@ static void print_region(FILE *f, const struct snapshot *s)
     } else if (g->run_state != 0) {
         fprintf(f, "  Clean stop:   never\n");
     }
+    fprintf(f, "  Ready:        %s\n",
+            g->ready ? "yes (this boot's token epoch is durable: clients may open it)"
+                     : "no: fl_open refuses clients until a fencelockd makes this boot's epoch "
+                       "durable (starting, failed to start, or an earlier boot's region)");
     fprintf(f,
             "  Tokens:       epoch %" PRIu64 ", floor %" PRIu64
             " (token = epoch << %d | counter)\n",
@@ -830,6 +834,11 @@ static void print_region(FILE *f, const struct snapshot *s)
     fprintf(f, "  Records:      %" PRIu32 " of %" PRIu32 " in use, values up to %" PRIu32
                " bytes\n",
             g->records_used, g->record_capacity, g->record_size);
+    if (g->records_unvouched)
+        fprintf(f,
+                "  Unvouched:    %" PRIu32 " records whose value fencelockd could not vouch "
+                "for at its start (read as EBADMSG until committed again; its log names them)\n",
+                g->records_unvouched);
     fprintf(f, "  Buffers:      %" PRIu32 " commit buffers\n", g->buffer_count);
     fprintf(f, "  Clients:      %zu of %" PRIu32 " registered\n", s->n_clients,
             g->client_capacity);
@@ -954,6 +963,8 @@ static void json_region(FILE *f, const struct snapshot *s)
     j_u64(&j, "clean_unix_ns", g->clean_unix_ns);
     j_str(&j, "boot_id", g->boot_id);
     j_bool(&j, "same_boot", g->same_boot != 0);
+    j_bool(&j, "ready", g->ready != 0);
+    j_u64(&j, "records_unvouched", g->records_unvouched);
     j_u64(&j, "created_unix_ns", g->created_unix_ns);
     j_str(&j, "created", created);
     j_u64(&j, "events_dropped", g->events_dropped);
@@ -1012,6 +1023,7 @@ static void json_record(FILE *f, const fl_record_info *r)
     j_u64(&j, "last_rejected_accepted", r->last_rejected_accepted);
     j_str(&j, "last_rejected_op", op_name(r->last_rejected_op));
     j_u64(&j, "repeats", r->repeats);
+    j_bool(&j, "unvouched", r->unvouched != 0);
     j_end(&j);
 }
 
