@@ -77,17 +77,20 @@ int fl__read_timens_offset(int64_t *offset_ns)
     text[n] = '\0';
     /* Lines "monotonic <seconds> <nanoseconds>" and "boottime ..."; only the
      * monotonic clock matters (leases are measured on it). */
+    static const char name[] = "monotonic";
     for (char *line = text; line && *line;) {
         char *next = strchr(line, '\n');
         if (next)
             *next++ = '\0';
-        long long sec = 0, nsec = 0;
-        char name[16];
-        if (sscanf(line, "%15s %lld %lld", name, &sec, &nsec) == 3 &&
-            strcmp(name, "monotonic") == 0) {
-            if (sec < -(1ll << 32) || sec > (1ll << 32) || nsec < 0 || nsec >= 1000000000ll)
+        if (strncmp(line, name, sizeof name - 1) == 0 && line[sizeof name - 1] == ' ') {
+            char *end;
+            errno = 0;
+            long long sec = strtoll(line + sizeof name - 1, &end, 10);
+            long long nsec = strtoll(end, &end, 10);
+            if (errno || sec < -(1LL << 32) || sec > (1LL << 32) || nsec < 0 ||
+                nsec >= 1000000000LL)
                 break;
-            *offset_ns = sec * 1000000000ll + nsec;
+            *offset_ns = sec * 1000000000LL + nsec;
             return 0;
         }
         line = next;

@@ -445,6 +445,8 @@ int fl__test_region_create_ready(const char *path, const struct fl__params *p)
     err = fl__region_map(path, false, &r);
     if (err)
         return err;
+    if (!r)
+        __builtin_unreachable(); /* set when err is 0 (for the analyzer) */
     char boot[40];
     err = fl__read_boot_id(boot);
     if (!err)
@@ -465,7 +467,8 @@ int fl_open(const char *region_path, fl_region **out)
     err = fl__region_map(path, false, &r);
     if (err)
         return err;
-    /* NOLINTNEXTLINE(clang-analyzer-core.NullDereference): r is set when err is 0 */
+    if (!r)
+        __builtin_unreachable(); /* set when err is 0 (for the analyzer) */
     err = fl__await_ready(r);
     if (err) {
         fl__region_unmap(r);
