@@ -407,6 +407,8 @@ typedef struct fl_lock_info {
     uint64_t last_stale_token; /* the last renew or release refused as stale: its token, */
     uint32_t last_stale_pid;   /* its pid, */
     uint32_t last_stale_op;    /* and FL_OP_RENEW or FL_OP_RELEASE (0: none yet) */
+    uint64_t busy;             /* tries (timeout 0) that found the key held: -EBUSY */
+    uint64_t timeouts;         /* waits that ended with the key still held: -ETIMEDOUT */
 } fl_lock_info;
 
 /* Operations named by the inspection structures and the supervisor's log. */

@@ -67,7 +67,7 @@
  *   324 u32 records_unvouched  records the last start found it could not
  *                            vouch for (display; see RECORD cur)
  *
- * LOCK SLOT (FL__SLOT_SIZE = 256; the lock-word state machine is in slot.c)
+ * LOCK SLOT (FL__SLOT_SIZE = 320; the lock-word state machine is in slot.c)
  *   0   u64 state    token << 1 | HELD.  Written together with `lease` by one
  *                    16-byte compare-and-swap (slot.c explains why).
  *   8   u64 lease    HELD:  owner client index << 48 | deadline in microseconds
@@ -78,10 +78,13 @@
  *   24  key: u32 hash, u32 len, char bytes[128]  (immutable once published)
  *   160 u32 holder_pid, 164 u32 reserved  (informational, written after acquire)
  *   168 u64 holder_client_id (informational)
- *   176 u64 counters[8]: acquisitions, contended, expiries_taken, deaths,
- *                        renewals, renew_failed, releases, release_failed
- *   240 u64 last_stale_token, 248 u32 last_stale_pid, 252 u32 last_stale_op
+ *   176 u64 counters[10]: acquisitions, contended, expiries_taken, deaths,
+ *                        renewals, renew_failed, releases, release_failed,
+ *                        busy (tries that found the key held), timeouts
+ *                        (waits that ended with the key still held)
+ *   256 u64 last_stale_token, 264 u32 last_stale_pid, 268 u32 last_stale_op
  *                        (the last renew or release refused as stale)
+ *   272 reserved (48 bytes)
  *   The first cache line holds what a lookup and a handoff touch: the pair,
  *   the futex word and the key's header with its first 32 bytes.  The
  *   statistics and holder fields, written on every acquisition and release,
@@ -139,7 +142,7 @@
 #define FL__FORMAT_VERSION 3u
 #define FL__BYTE_ORDER_MARK 0x01020304u
 #define FL__HEADER_SIZE 4096u
-#define FL__SLOT_SIZE 256u
+#define FL__SLOT_SIZE 320u
 #define FL__RECORD_SIZE 256u
 #define FL__CLIENT_SIZE 64u
 #define FL__BUFFER_HDR_SIZE 64u
@@ -208,6 +211,8 @@ enum fl__lock_counter {
     FL__C_RENEW_FAILED,
     FL__C_RELEASES,
     FL__C_RELEASE_FAILED,
+    FL__C_BUSY,
+    FL__C_TIMEOUTS,
     FL__C_COUNT
 };
 
@@ -223,6 +228,7 @@ struct fl__slot {
     _Atomic uint64_t last_stale_token;
     _Atomic uint32_t last_stale_pid;
     _Atomic uint32_t last_stale_op;
+    char reserved1[FL__SLOT_SIZE - 272];
 };
 
 struct fl__client {
@@ -362,7 +368,7 @@ _Static_assert(FL__MAX_BUFFERS + 1 < (1u << 23), "cur's bit 63 stays free for FL
 _Static_assert(offsetof(struct fl__header, checksum) == 144, "header layout");
 _Static_assert(offsetof(struct fl__header, event_head) == 288, "header layout");
 _Static_assert(sizeof(struct fl__event) == FL__EVENT_SIZE, "event size");
-_Static_assert(offsetof(struct fl__slot, last_stale_token) == 240, "slot layout");
+_Static_assert(offsetof(struct fl__slot, last_stale_token) == 256, "slot layout");
 _Static_assert(offsetof(struct fl__record, repeats) == 56, "record layout");
 _Static_assert(offsetof(struct fl__header, next_lock) == 192, "header layout");
 _Static_assert(offsetof(struct fl__header, token_floor) == 200, "header layout");

@@ -230,18 +230,24 @@ int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout
         if (s & FL__HELD) {
             if (now < fl__deadline_ns(r, l)) {
                 contended = true;
-                if (timeout_ns == 0) /* a polling caller's path: no formatting */
+                if (timeout_ns == 0) { /* a polling caller's path: no formatting */
+                    fl__count(sl, FL__C_BUSY);
                     return fl__fail_static(-EBUSY, "the key is held (try again later)");
-                if (wait_until && now >= wait_until)
+                }
+                if (wait_until && now >= wait_until) {
+                    fl__count(sl, FL__C_TIMEOUTS);
                     return fl__fail(-ETIMEDOUT, "key \"%s\" stayed held", key);
+                }
                 if (!spun) {
                     spun = true;
                     if (fl__spin_until_changed(sl, s))
                         continue;
                 }
                 err = fl__wait_for_change(r, sl, s, l, wait_until);
-                if (err)
+                if (err) {
+                    fl__count(sl, FL__C_TIMEOUTS);
                     return fl__fail(err, "key \"%s\" stayed held", key);
+                }
                 continue;
             }
             flags = FL_LEASE_EXPIRED;
@@ -557,6 +563,8 @@ int fl_lock_info_get(fl_region *r, uint32_t index, fl_lock_info *info)
     info->renew_failed = c[FL__C_RENEW_FAILED];
     info->releases = c[FL__C_RELEASES];
     info->release_failed = c[FL__C_RELEASE_FAILED];
+    info->busy = c[FL__C_BUSY];
+    info->timeouts = c[FL__C_TIMEOUTS];
     info->last_stale_token = atomic_load_explicit(&sl->last_stale_token, memory_order_relaxed);
     info->last_stale_pid = atomic_load_explicit(&sl->last_stale_pid, memory_order_relaxed);
     info->last_stale_op = atomic_load_explicit(&sl->last_stale_op, memory_order_relaxed);

@@ -95,7 +95,7 @@ static void sample(FILE *f, const char *name, uint64_t v)
 }
 
 enum lock_field {
-    L_ACQ, L_CONT, L_EXP, L_DEATH, L_RENEW, L_RENEW_FAIL, L_REL, L_REL_FAIL, L_HELD, L_WAIT,
+    L_ACQ, L_CONT, L_EXP, L_DEATH, L_RENEW, L_RENEW_FAIL, L_REL, L_REL_FAIL, L_BUSY, L_TIMEOUTS, L_HELD, L_WAIT,
     L_TOKEN
 };
 
@@ -110,6 +110,8 @@ static uint64_t lock_value(const fl_lock_info *l, enum lock_field k)
     case L_RENEW_FAIL: return l->renew_failed;
     case L_REL: return l->releases;
     case L_REL_FAIL: return l->release_failed;
+    case L_BUSY: return l->busy;
+    case L_TIMEOUTS: return l->timeouts;
     case L_HELD: return l->state == FL_LOCK_HELD;
     case L_WAIT: return l->waiters;
     case L_TOKEN: return l->token;
@@ -173,6 +175,9 @@ int fl_metrics_write(FILE *f, fl_region *r)
          L_RENEW_FAIL},
         {"lock_releases_total", "counter", "Releases.", L_REL},
         {"lock_release_failed_total", "counter", "Releases refused as stale.", L_REL_FAIL},
+        {"lock_busy_total", "counter", "Tries that found the key held (EBUSY).", L_BUSY},
+        {"lock_timeouts_total", "counter", "Waits that ended with the key still held (ETIMEDOUT).",
+         L_TIMEOUTS},
         {"lock_held", "gauge", "1 while an unexpired lease holds the key.", L_HELD},
         {"lock_waiters", "gauge", "Processes waiting for the key.", L_WAIT},
         {"lock_token", "gauge", "Latest fencing token handed out for the key.", L_TOKEN},

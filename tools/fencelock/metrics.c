@@ -41,7 +41,8 @@ const char metrics_usage[] =
     "      the region\n"
     "  lock_acquisitions_total, lock_contended_total, lock_expiries_taken_total,\n"
     "  lock_deaths_total, lock_renewals_total, lock_renew_failed_total,\n"
-    "  lock_releases_total, lock_release_failed_total (counters), lock_held,\n"
+    "  lock_releases_total, lock_release_failed_total, lock_busy_total,\n"
+    "  lock_timeouts_total (counters), lock_held,\n"
     "  lock_waiters, lock_token (gauges): one sample per key, label key\n"
     "  record_commits_total, record_rejections_total, record_repeats_total\n"
     "  (counters), record_accepted_token, record_last_rejected_token,\n"
@@ -115,15 +116,20 @@ static int parse_metrics_args(int argc, char **argv, const char **region)
  * for messages. */
 static int print_metrics(const char *region, const char *shown)
 {
-    fl_region *r;
+    /* volatile: read after the jump below (it changes after sigsetjmp) */
+    fl_region *volatile r = NULL;
     /* A file truncated under us: SIGBUS on its lost pages (guard.h).  What
      * was printed before stays printed; the exit status says it is void. */
     if (sigsetjmp(cli_bus_env, 1) != 0) {
         fflush(stdout);
+        if (r)
+            fl_close(r); /* touches no page of the mapping */
         return cli_region_truncated(shown);
     }
     cli_bus_arm();
-    int err = fl_open_readonly(region, &r); /* NULL: $FENCELOCK_REGION, else the default */
+    fl_region *opened = NULL;
+    int err = fl_open_readonly(region, &opened); /* NULL: $FENCELOCK_REGION, else the default */
+    r = opened;
     if (err) {
         cli_bus_disarm();
         fprintf(stderr, "fencelock: %s\n", library_error(err));

@@ -370,8 +370,9 @@ static int read_snapshot(fl_region *r, const char *path, struct snapshot *s)
 /* open_region() and read_snapshot() with the region's pages guarded
  * (guard.h): a SIGBUS from a file truncated under us sets *truncated and
  * returns CLI_EXIT_REGION, the message left to the caller (a terminal may
- * have to leave the alternate screen first).  After that, *r must not be
- * used: the handle is abandoned, not closed. */
+ * have to leave the alternate screen first).  After a truncation in
+ * guarded_read, the handle may only be closed (fl_close touches no page of
+ * the mapping); after one in guarded_open there is no handle. */
 static int guarded_open(const char *path, fl_region **r, bool *truncated)
 {
     if (sigsetjmp(cli_bus_env, 1) != 0) {
@@ -404,8 +405,7 @@ static int take_snapshot(const char *path, struct snapshot *s)
     int rc = guarded_open(path, &r, &truncated);
     if (rc == CLI_EXIT_OK) {
         rc = guarded_read(r, path, s, &truncated);
-        if (!truncated)
-            fl_close(r);
+        fl_close(r);
     }
     if (truncated)
         return cli_region_truncated(path);
@@ -1001,6 +1001,8 @@ static void json_lock(FILE *f, const fl_lock_info *l)
     j_u64(&j, "renew_failed", l->renew_failed);
     j_u64(&j, "releases", l->releases);
     j_u64(&j, "release_failed", l->release_failed);
+    j_u64(&j, "busy", l->busy);
+    j_u64(&j, "timeouts", l->timeouts);
     j_str(&j, "last_release", last_release_name(l));
     j_u64(&j, "last_stale_token", l->last_stale_token);
     j_u64(&j, "last_stale_pid", l->last_stale_pid);
@@ -1152,6 +1154,8 @@ static void print_key_detail(FILE *f, const struct snapshot *s, const fl_lock_in
     fprintf(f, "  " FIELD "%" PRIu64 "\n", "Renewals refused:", l->renew_failed);
     fprintf(f, "  " FIELD "%" PRIu64 "\n", "Releases:", l->releases);
     fprintf(f, "  " FIELD "%" PRIu64 "\n", "Releases refused:", l->release_failed);
+    fprintf(f, "  " FIELD "%" PRIu64 "\n", "Busy tries:", l->busy);
+    fprintf(f, "  " FIELD "%" PRIu64 "\n", "Timed out:", l->timeouts);
     const char *op = op_name(l->last_stale_op);
     if (op)
         fprintf(f, "  " FIELD "%s of token %" PRIu64 " by pid %" PRIu32 "\n", "Last stale:", op,
@@ -1901,8 +1905,7 @@ static int watch_main(const struct status_options *o, const char *path)
     free(w.prev_recs);
     if (truncated)
         rc = cli_region_truncated(path); /* after the terminal is back */
-    else
-        fl_close(r);
+    fl_close(r);
     if (watch_signal) {
         /* End by the signal, as if it had not been caught. */
         int sig = watch_signal;
