@@ -136,8 +136,9 @@
  * conversion of deadlines by a time namespace's offset (fl__deadline_ns,
  * fl__make_lease: the same arithmetic in every process, so every process
  * reads the same deadline from the same pair; the model's clock is host
- * time). */
-/* C-VERSION: src/slot.c git-blob 06e09c5bd70a9fc71c960c4ca80e99663c2bd2a5 */
+ * time); and the statistics counters (busy tries, timed-out waits: relaxed
+ * increments on the paths that return). */
+/* C-VERSION: src/slot.c git-blob ddafd205852733e371f37335679e20c829870b5b */
 
 #ifndef NC
 #define NC 3
