@@ -28,7 +28,9 @@
  * - All functions are thread-safe; one region handle may be shared by the
  *   threads of a process.  A handle belongs to the process that opened it:
  *   in a child after fork() every call on it returns -ECHILD (fl_close()
- *   only unmaps the child's copy); the child opens its own.
+ *   only unmaps the child's copy); the child opens its own.  Keepalives
+ *   started by the parent belong to the parent: a child must not stop them
+ *   (their thread exists only in the parent).
  * - Time: lease deadlines are on CLOCK_MONOTONIC.  Processes in other time
  *   namespaces (containers, CRIU, `unshare --time`) share a region safely:
  *   each handle converts by its namespace's offset, and every deadline a

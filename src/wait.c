@@ -5,7 +5,9 @@
  * process's address space and never see a wake from another process.
  * FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC deadline (without
  * FUTEX_CLOCK_REALTIME), the clock leases are measured on, so a sleep can
- * end exactly at a holder's deadline however often it is restarted.
+ * end exactly at a holder's deadline however often it is restarted.  In a
+ * time namespace the kernel reads that deadline on the namespace's clock,
+ * which is the clock our callers pass (slot.c converts region deadlines).
  */
 #include <limits.h>
 #include <linux/futex.h>
