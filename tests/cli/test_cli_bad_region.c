@@ -87,6 +87,7 @@ static void make_region(const char *path)
     th_daemon_stop(&d, SIGTERM);
 }
 
+/* I9 */
 static void test_missing(void **state)
 {
     (void)state;

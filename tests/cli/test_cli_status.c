@@ -356,6 +356,7 @@ static int hold_until_told(void *varg, int in, int out)
     return 0; /* exits without releasing: the supervisor must free the key */
 }
 
+/* I5 */
 static void test_dead_holder(void **state)
 {
     (void)state;
@@ -402,6 +403,7 @@ static void test_dead_holder(void **state)
     th_daemon_stop(&d, SIGTERM);
 }
 
+/* I9 */
 static void test_escaped_keys(void **state)
 {
     (void)state;

@@ -88,7 +88,7 @@ static void test_version(void **state)
     }
 }
 
-/* Bad usage: status 2, nothing on stdout, the problem and a hint on stderr. */
+/* I9: bad usage: status 2, nothing on stdout, the problem and a hint on stderr. */
 static void expect_usage_error(const char *const *args, const char *message, const char *hint)
 {
     run_result r;

@@ -103,6 +103,7 @@ static uint64_t expect_acquired(sp_proc *p, const char *key)
     return t;
 }
 
+/* I2 */
 static void test_seed_scenario(void **state)
 {
     (void)state;
@@ -194,6 +195,7 @@ static void test_seed_scenario(void **state)
 /* One generation per acquisition: the holder of a token cannot replace the
  * file of its own generation (that would make bytes current unchecked); it
  * must acquire again.  Simulated by a file already at the next token. */
+/* I2 */
 static void test_generation_written_once(void **state)
 {
     (void)state;

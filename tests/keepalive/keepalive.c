@@ -114,6 +114,7 @@ static int keeper_child(void *arg, int in, int out)
     return 0;
 }
 
+/* I4 */
 static void test_loss_reported_after_pause(void **state)
 {
     (void)state;
@@ -192,6 +193,7 @@ static void test_threads_churn(void **state)
     fl_close(r);
 }
 
+/* I9 */
 static void test_bad_arguments(void **state)
 {
     (void)state;

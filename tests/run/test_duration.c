@@ -42,6 +42,7 @@ static void test_accepted(void **state)
     }
 }
 
+/* I9 */
 static void test_refused(void **state)
 {
     (void)state;

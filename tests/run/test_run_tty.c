@@ -161,7 +161,7 @@ static void test_interrupt_key(void **state)
     assert_int_equal(wait_exit(&t), 3);
 }
 
-/* ^Z stops the command; fencelock run follows it (stops itself, so that a
+/* I4: ^Z stops the command; fencelock run follows it (stops itself, so that a
  * shell would see the job stopped), and when continued, continues it. */
 static void test_suspend_key(void **state)
 {

@@ -34,6 +34,7 @@ static int run_tool(const char *cmd)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* I12: a failed attempt is never silent */
 static void test_busy_and_timeouts_counted(void **state)
 {
     (void)state;

@@ -236,6 +236,7 @@ static void assert_sample(const char *text, const char *name, const char *labels
     sig_assert_contains(text, want);
 }
 
+/* I2 I4 I5: rejections, takeovers and deaths are each counted exactly */
 static void test_counters_exact_under_load(void **state)
 {
     (void)state;

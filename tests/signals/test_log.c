@@ -51,6 +51,7 @@ static void assert_line(const char *log, const char *line, const char *want)
                     line);
 }
 
+/* I2 */
 static void test_rejection_line_fields(void **state)
 {
     (void)state;
@@ -152,6 +153,7 @@ static void test_rejection_line_fields(void **state)
 
 /* Keys and record names are bytes: the log escapes them as JSON strings
  * that decode (as Latin-1) to the same bytes. */
+/* I9 */
 static void test_rejection_line_escapes_names(void **state)
 {
     (void)state;
@@ -336,6 +338,7 @@ static void test_retry_loop_warning(void **state)
 
 /* ---- takeover ------------------------------------------------------------- */
 
+/* I4 */
 static void test_takeover_line(void **state)
 {
     (void)state;

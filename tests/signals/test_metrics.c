@@ -185,6 +185,7 @@ static char *metrics_of(const char *region)
     "[s['value'] for s in d['samples'] if s['name'] == '" name "' and s['labels'] == " labels \
     "]"
 
+/* I9 */
 static void test_metrics_escapes_and_values(void **state)
 {
     (void)state;

@@ -81,6 +81,7 @@ static void record_counts(uint64_t *rejections, uint64_t *repeats, uint64_t *dro
     fl_close(ro);
 }
 
+/* I4: a full event ring delays no client */
 static void test_ring_overflow_keeps_counts(void **state)
 {
     (void)state;

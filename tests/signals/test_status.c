@@ -193,6 +193,7 @@ static void test_key_json(void **state)
     run_result_free(&r);
 }
 
+/* I9 */
 static void test_missing_key(void **state)
 {
     (void)state;
