@@ -422,8 +422,18 @@ static void test_min_token(void **state)
     const char *extra[] = {"--min-token", "123456789012345", NULL};
     th_daemon d;
     assert_int_equal(th_daemon_start(&d, region, extra), 0);
-    uint64_t t = acquire_release(region, "k");
-    assert_true(t > 123456789012345ull);
+    /* Every token, of this key and of others, and after a restart too. */
+    uint64_t prev = 123456789012345ull;
+    for (int i = 0; i < 5; i++) {
+        uint64_t t = acquire_release(region, "k");
+        assert_true(t > prev);
+        prev = t;
+        assert_true(acquire_release(region, i % 2 ? "other" : "third") > 123456789012345ull);
+    }
+    th_daemon_stop(&d, SIGKILL);
+    assert_int_equal(th_daemon_start(&d, region, NULL), 0);
+    assert_true(acquire_release(region, "k") > prev);
+    assert_true(acquire_release(region, "fresh") > 123456789012345ull);
     th_daemon_stop(&d, SIGKILL);
     free((void *)region);
 }

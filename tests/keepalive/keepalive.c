@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +148,7 @@ struct churn {
     fl_region *r;
     int id;
     int failures;
+    int saved; /* pauses longer than the lease that the keeper bridged */
 };
 
 static void *churn_thread(void *arg)
@@ -165,11 +167,14 @@ static void *churn_thread(void *arg)
             c->failures++;
             continue;
         }
-        if (i % 32 == 0)
+        bool paused = i % 32 == 0;
+        if (paused)
             sleep_ms(250); /* longer than the lease: only the keeper saves it */
         fl_lease now;
         if (fl_keepalive_stop(k, &now) != 0 || fl_release(c->r, &now) != 0)
             c->failures++;
+        else if (paused && now.deadline_ns > l.deadline_ns)
+            c->saved++; /* renewed past the deadline it started with */
     }
     return NULL;
 }
@@ -183,12 +188,13 @@ static void test_threads_churn(void **state)
     pthread_t t[4];
     struct churn c[4];
     for (int i = 0; i < 4; i++) {
-        c[i] = (struct churn){r, i, 0};
+        c[i] = (struct churn){r, i, 0, 0};
         pthread_create(&t[i], NULL, churn_thread, &c[i]);
     }
     for (int i = 0; i < 4; i++) {
         pthread_join(t[i], NULL);
         assert_int_equal(c[i].failures, 0);
+        assert_int_equal(c[i].saved, 7); /* i = 0, 32, ..., 192: every pause */
     }
     fl_close(r);
 }
