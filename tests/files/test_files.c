@@ -104,7 +104,7 @@ static uint64_t expect_acquired(sp_proc *p, const char *key)
 }
 
 /* I2 */
-static void test_seed_scenario(void **state)
+static void test_stale_holder_cannot_move_file_pointer(void **state)
 {
     (void)state;
     const char *key = "files/render", *name = "image";
@@ -258,7 +258,7 @@ static void test_reader_current_missing(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_seed_scenario),
+        cmocka_unit_test(test_stale_holder_cannot_move_file_pointer),
         cmocka_unit_test(test_generation_written_once),
         cmocka_unit_test(test_reader_current_missing),
     };

@@ -26,7 +26,7 @@
 #define LONG_LEASE AG_S(60)
 
 /* I1 I4 */
-static void test_seed_scenario(void **state)
+static void test_stopped_holder_loses_key_to_waiter(void **state)
 {
     (void)state;
     th_daemon d;
@@ -171,7 +171,7 @@ static void test_stale_release_on_free_key(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(test_seed_scenario, ag_teardown),
+        cmocka_unit_test_teardown(test_stopped_holder_loses_key_to_waiter, ag_teardown),
         cmocka_unit_test_teardown(test_stale_release_on_free_key, ag_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -68,7 +68,7 @@ static int child_b(void *arg, int in, int out)
 }
 
 /* I1 I2 */
-static void test_seed_scenario(void **state)
+static void test_stale_holder_rejected_by_record(void **state)
 {
     (void)state;
     th_daemon d;
@@ -148,7 +148,7 @@ static void test_seed_scenario(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_seed_scenario),
+        cmocka_unit_test(test_stale_holder_rejected_by_record),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

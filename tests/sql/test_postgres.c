@@ -70,7 +70,7 @@ static int server_start(void **state)
     return ok ? 0 : -1;
 }
 
-static void test_seed_scenario(void **state)
+static void test_stale_holder_rejected_by_postgres(void **state)
 {
     (void)state;
     assert_non_null(conninfo);
@@ -140,7 +140,7 @@ static void test_stale_update_waits_and_rechecks(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_seed_scenario),
+        cmocka_unit_test(test_stale_holder_rejected_by_postgres),
         cmocka_unit_test(test_stale_update_waits_and_rechecks),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

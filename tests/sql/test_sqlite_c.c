@@ -56,7 +56,7 @@ static void db_row(const char *name, char *value, size_t cap, int64_t *token)
     sqlite3_close(db);
 }
 
-static void test_seed_scenario(void **state)
+static void test_stale_holder_rejected_by_sqlite(void **state)
 {
     (void)state;
     sql_example ex = {SQL_SQLITE_PATH, db_path};
@@ -144,7 +144,7 @@ static void test_strict_and_non_strict(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_seed_scenario),
+        cmocka_unit_test(test_stale_holder_rejected_by_sqlite),
         cmocka_unit_test(test_missing_row),
         cmocka_unit_test(test_strict_and_non_strict),
     };

@@ -73,7 +73,7 @@ static void expect_acquired(sp_proc *p, const char *key, uint64_t *token, pid_t 
     *pid = pp;
 }
 
-static void test_seed_scenario(void **state)
+static void test_stale_holder_rejected_by_sqlite3_shell(void **state)
 {
     (void)state;
     const char *key = "shell/job", *name = "report";
@@ -155,7 +155,7 @@ static void test_quoting(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_seed_scenario),
+        cmocka_unit_test(test_stale_holder_rejected_by_sqlite3_shell),
         cmocka_unit_test(test_quoting),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
