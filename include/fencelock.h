@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fencelock.h - leased locks with fencing tokens for the processes of one host.
  *

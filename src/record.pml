@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * record.pml - a Promela model of the fenced commit protocol of
  * src/record.c: buffers, the record's `cur`, read-validate-CAS, recycling

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * slot.pml - a Promela model of the lock-slot protocol of src/slot.c: the
  * pair CAS, waiting on wake_seq, expiry takeover and the supervisor's reap.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # cmake --install into a temporary prefix, then build and run a program from
 # outside the tree with nothing but `cc app.c $(pkg-config --cflags --libs fencelock)`.
 set -euo pipefail
