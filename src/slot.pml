@@ -138,7 +138,7 @@
  * fl__make_lease: the same arithmetic in every process, so every process
  * reads the same deadline from the same pair; the model's clock is host
  * time). */
-/* C-VERSION: src/slot.c git-blob 06e09c5bd70a9fc71c960c4ca80e99663c2bd2a5 */
+/* C-VERSION: src/slot.c git-blob d021328ff181edb374b601aa7c8e5c94cf79a63a */
 
 #ifndef NC
 #define NC 3
