@@ -4,7 +4,7 @@
 #   bin/fencelockd, bin/fencelock,
 #   lib/cmake/fencelock/  find_package(fencelock CONFIG): fencelock::fencelock
 #                         (shared) and fencelock::fencelock_static,
-#   lib/pkgconfig/fencelock.pc.
+#   lib/pkgconfig/fencelock.pc, share/doc/fencelock/LICENSE.
 # The installed `fencelock` finds libfencelock.so.0 through a RUNPATH relative
 # to its own place ($ORIGIN/../lib), so any prefix works without
 # LD_LIBRARY_PATH or ldconfig; `fencelockd` links the static library.
@@ -48,6 +48,8 @@ install(FILES
   ${CMAKE_CURRENT_BINARY_DIR}/fencelock-config.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/fencelock-config-version.cmake
   DESTINATION ${FL_CMAKE_DIR})
+
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 # A relocatable .pc: the prefix is found from the file's own place, so
 # `cmake --install --prefix ANY` works without reconfiguring.
