@@ -35,15 +35,10 @@ include(CMakePackageConfigHelpers)
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/fencelock-config.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/fencelock-config.cmake
   INSTALL_DESTINATION ${FL_CMAKE_DIR})
-# Before 1.0 a minor version may break the ABI (docs/abi.md): only the same
-# major.minor is compatible; from 1.0 on, the same major.
-if(PROJECT_VERSION_MAJOR EQUAL 0)
-  set(FL_COMPAT SameMinorVersion)
-else()
-  set(FL_COMPAT SameMajorVersion)
-endif()
+# docs/abi.md: a minor version only adds (also before 1.0); any break is a
+# new major version, with a new SONAME.
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/fencelock-config-version.cmake
-  COMPATIBILITY ${FL_COMPAT})
+  COMPATIBILITY SameMajorVersion)
 install(FILES
   ${CMAKE_CURRENT_BINARY_DIR}/fencelock-config.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/fencelock-config-version.cmake
