@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* benchutil.c - see benchutil.h. */
 #include "benchutil.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * benchutil.h - what the benchmark programs share besides timing: their
  * command line, the CSV they append results and target verdicts to, raw

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * commit.c - question 3: what a fenced commit and a read cost.
  *

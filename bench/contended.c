@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * contended.c - question 2: contended handoff between processes.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * death.c - question 5: how soon a waiter holds the lock after its holder
  * is killed.

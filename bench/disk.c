@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * disk.c - question 7 (issue 4): what it costs to put the whole region on
  * disk, for records that survive a reboot, against the same region on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pause.c - question 4, the headline: a holder paused across its lease's
  * expiry, many times over, with real processes and real SIGSTOP/SIGCONT.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # plots.gp - the benchmark plots, from the raw data the programs wrote.
 # gnuplot -e "raw='DIR'; out='DIR'" plots.gp
 # CDF files hold "value quantile" lines; the curves are described in the

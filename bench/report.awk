@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # report.awk - turn the benchmarks' CSV into the markdown report.
 #
 # Input rows: kind,question,case,metric,value,unit,target,verdict

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * scale.c - question 6: how fencelock scales with keys and with waiters.
  *

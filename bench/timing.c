@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* timing.c - see timing.h. */
 #include "timing.h"
 

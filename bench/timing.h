@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * timing.h - the timing helper every benchmark shares: CLOCK_MONOTONIC in
  * nanoseconds, CPU pinning, sample sets with median and p99, and batched

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * uncontended.c - question 1: what an uncontended lock operation costs.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fenced_files.c - fencing a resource that has no conditional write: files.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * seed_demo.c - the pause-across-expiry scenario, with two real processes.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sql_postgres.c - the fenced write to a SQL database, with PostgreSQL
  * through libpq.  The same pattern as sql_sqlite.c:

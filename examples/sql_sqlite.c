@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sql_sqlite.c - the fenced write to a SQL database, with SQLite.
  *

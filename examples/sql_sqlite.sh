@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # sql_sqlite.sh - the fenced SQL write from a shell script: `fencelock run`
 # holds KEY while sqlite3 writes, and the write carries $FENCELOCK_TOKEN.
 #

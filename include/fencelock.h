@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fencelock.h - leased locks with fencing tokens for the processes of one host.
  *
@@ -81,9 +82,29 @@ extern "C" {
 #define FL_API
 #endif
 
+/* ---- Version --------------------------------------------------------------
+ * The version this header belongs to (CMakeLists.txt refuses to configure if
+ * project() says otherwise).  FL_VERSION_NUMBER is 0xMMmmpp: major, minor,
+ * patch one byte each, so versions compare as integers.  fl_version() and
+ * fl_version_number() return the version of the library actually loaded at
+ * run time, which may be newer than the header a program was compiled with
+ * (same major version: see docs/abi.md). */
 #define FL_VERSION_MAJOR 0
 #define FL_VERSION_MINOR 1
 #define FL_VERSION_PATCH 0
+#define FL__STRINGIFY(x) #x
+#define FL__VERSION_STR(a, b, c) FL__STRINGIFY(a) "." FL__STRINGIFY(b) "." FL__STRINGIFY(c)
+#define FL_VERSION_STRING FL__VERSION_STR(FL_VERSION_MAJOR, FL_VERSION_MINOR, FL_VERSION_PATCH)
+#define FL_VERSION_NUMBER \
+    ((FL_VERSION_MAJOR << 16) | (FL_VERSION_MINOR << 8) | FL_VERSION_PATCH)
+
+/* The loaded library's version as "MAJOR.MINOR.PATCH" (a static string; never
+ * NULL).  Any thread, any time, before fl_open too. */
+FL_API const char *fl_version(void);
+
+/* The loaded library's version as FL_VERSION_NUMBER encodes it (0xMMmmpp).
+ * Any thread, any time. */
+FL_API unsigned int fl_version_number(void);
 
 /* Longest key or record name, in bytes, without the terminating NUL. */
 #define FL_KEY_MAX 127
@@ -350,7 +371,14 @@ FL_API int fl_region_registered(const fl_region *r);
 /* The path of the region file this handle maps (never NULL; "" for NULL). */
 FL_API const char *fl_region_path(const fl_region *r);
 
-/* ---- Inspection (read-only, for tools) ----------------------------------- */
+/* ---- Inspection (read-only, for tools) -----------------------------------
+ * Growth of the *_info structures (docs/abi.md): each ends in `reserved`,
+ * which the library zeroes.  A later minor version adds fields by taking
+ * them from the front of `reserved`, so the size and every existing offset
+ * stay the same: a program compiled against this header keeps working with a
+ * newer library (which may fill what is `reserved` here: never read it), and
+ * a program compiled against a newer header reads 0 in the new fields from an
+ * older library.  0 therefore always means "unknown" in an added field. */
 
 typedef struct fl_region_info {
     uint32_t format_version;
@@ -378,6 +406,7 @@ typedef struct fl_region_info {
     uint64_t events_dropped;  /* events the supervisor's log never showed: ring full, or a
                                  client stopped while posting (counters stay exact) */
     char     boot_id[40];     /* boot the region's leases belong to */
+    uint64_t reserved[8];     /* zero; later fields come from here (see above) */
 } fl_region_info;
 
 /* Errors: -EINVAL for NULL arguments. */
@@ -411,6 +440,7 @@ typedef struct fl_lock_info {
     uint32_t last_stale_op;    /* and FL_OP_RENEW or FL_OP_RELEASE (0: none yet) */
     uint64_t busy;             /* tries (timeout 0) that found the key held: -EBUSY */
     uint64_t timeouts;         /* waits that ended with the key still held: -ETIMEDOUT */
+    uint64_t reserved[8];      /* zero; later fields come from here (see above) */
 } fl_lock_info;
 
 /* Operations named by the inspection structures and the supervisor's log. */
@@ -440,6 +470,7 @@ typedef struct fl_record_info {
                                         stop (fl_read says -EBADMSG); the next commit replaces it */
     uint64_t repeats;   /* rejections of a token among the record's last 4 rejected tokens:
                            a client retrying a stale token instead of acquiring again */
+    uint64_t reserved[8]; /* zero; later fields come from here (see above) */
 } fl_record_info;
 
 /* Describe record index (0 .. records_used-1).  Errors as fl_lock_info_get(). */
@@ -452,6 +483,7 @@ typedef struct fl_client_info {
     uint32_t attached;  /* 1: connected to the running supervisor; 0: adopted after a
                            supervisor restart and watched through its pid */
     uint64_t client_id; /* unique for the life of the region */
+    uint64_t reserved[8]; /* zero; later fields come from here (see above) */
 } fl_client_info;
 
 /* Describe client table entry index (1 .. client_capacity).  Returns 0 for a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * client.c - registration with the supervisor.
  *

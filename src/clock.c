@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * clock.c - time and boot identity.  Leases are measured on CLOCK_MONOTONIC
  * only (I11): it never jumps with settimeofday or NTP, and it restarts with

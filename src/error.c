@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * error.c - one table of the errors fencelock returns: their names, their
  * messages (fl_strerror, fl_err_name), and the per-thread detail message of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * events.c - the event ring: clients tell the supervisor of fencing
  * rejections and lease takeovers without a system call and without ever

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fork.c - telling the process that opened a handle from its forked children.
  *

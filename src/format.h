@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * format.h - the byte-level layout of a fencelock region file.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * internal.h - what the library's files share: the process-local region
  * handle and the internal (fl__) functions.  Not installed.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * keepalive.c - keeping leases renewed from a background thread, and telling
  * the application when one is lost.

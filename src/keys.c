@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * keys.c - the key index: names to lock slots (and record names to records).
  *

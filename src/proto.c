@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * proto.c - the registration messages, parsed from untrusted bytes (I9).
  * The supervisor parses hellos from any local process that can reach its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * record.c - fenced records: commits that a stale holder cannot corrupt,
  * even when it is paused in the middle of one.

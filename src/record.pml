@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * record.pml - a Promela model of the fenced commit protocol of
  * src/record.c: buffers, the record's `cur`, read-validate-CAS, recycling
@@ -115,7 +116,7 @@
  * a buffer cur names never changes); reads refusing a marked cur, and
  * commits taking its F as 0 (tokens of this boot are above every earlier
  * one, I1); and the entry checks against a handle used after fork.
- * C-VERSION: src/record.c git-blob ac9be4f9c3adbe9f805bc62594b728525563e8ec */
+ * C-VERSION: src/record.c git-blob 04795866d9e18c1d0388b3cec150b0b22f097d08 */
 
 #ifndef NB
 #define NB 3

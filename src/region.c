@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * region.c - create, validate and map a region file (layout: format.h).
  *

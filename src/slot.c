@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * slot.c - the lock-word state machine.  The only code that writes a lock
  * slot's state pair.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * slot.pml - a Promela model of the lock-slot protocol of src/slot.c: the
  * pair CAS, waiting on wake_seq, expiry takeover and the supervisor's reap.
@@ -138,7 +139,7 @@
  * reads the same deadline from the same pair; the model's clock is host
  * time); and the statistics counters (busy tries, timed-out waits: relaxed
  * increments on the paths that return). */
-/* C-VERSION: src/slot.c git-blob ddafd205852733e371f37335679e20c829870b5b */
+/* C-VERSION: src/slot.c git-blob d021328ff181edb374b601aa7c8e5c94cf79a63a */
 
 #ifndef NC
 #define NC 3

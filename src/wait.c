@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * wait.c - futex sleep and wake on words of the shared mapping.
  *

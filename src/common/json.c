@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* json.c - JSON string escaping and timestamps for the programs' output. */
 #include "json.h"
 

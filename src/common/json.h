@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * json.h - the few JSON pieces the programs write (log lines, --json output).
  * Keys are arbitrary bytes: everything outside printable ASCII is escaped.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * metrics.h - every counter of a region in the Prometheus text exposition
  * format (version 0.0.4), for `fencelock metrics` and fencelockd's

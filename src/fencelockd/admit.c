@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * admit.c - file descriptors: the open-files limit fencelockd needs, and
  * the accept path when they run out (I5, I7, I12).

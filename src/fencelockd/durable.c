@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * durable.c - the durable state file: the one fact that must survive a host
  * crash, power loss or reboot for tokens to stay increasing (I1): the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * epoch.c - advancing the token epoch.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * events.c - turning the clients' event ring into log lines: each fencing
  * rejection and each takeover of an expired lease, and a warning when a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fencelockd.h - what the supervisor's files share.
  */

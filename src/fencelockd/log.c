@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * log.c - the supervisor's log: one JSON object per line, on stderr by
  * default, appended to a file with --log (reopened on SIGHUP, for logrotate),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * main.c - fencelockd, the supervisor: creates or adopts a region, serves
  * registrations on the socket beside it, and frees the locks of clients that

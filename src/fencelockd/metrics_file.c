@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * metrics_file.c - fencelockd --metrics-file: the Prometheus text file for
  * node_exporter's textfile collector, replaced atomically (write a temporary

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * notify.c - the systemd notify protocol: one datagram to $NOTIFY_SOCKET
  * (a path, or an abstract name when it starts with '@').

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * registry.c - the supervisor's client registry and death reaping (I5).
  *

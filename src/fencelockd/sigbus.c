@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sigbus.c - a region file truncated under the supervisor (I9).
  *

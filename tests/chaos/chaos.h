@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * chaos.h - the chaos harness (issue 8): what the controller, the workers,
  * the final phase and the checker of tests/chaos share.

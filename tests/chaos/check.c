@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check.c - the chaos checker: reads controller.log, every worker's log and
  * final.log of a run directory, and verifies the history against the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """checker_test.py - proves the chaos checker is not vacuous.
 
 Runs one short chaos run (no stress, frequent worker kills) that must pass,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* common.c - see chaos.h: clock, seeded randomness, values, logs, config file. */
 #include "chaos.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * controller.c - the chaos controller (see chaos.h).
  *

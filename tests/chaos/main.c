@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * main.c - fl_chaos: the chaos harness of issue 8 (see chaos.h and
  * docs/chaos.md).  Runs a seeded fault-injection run against a private

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * worker.c - a chaos worker and the final phase (see chaos.h).
  *

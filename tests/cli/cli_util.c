@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cli_util.c - see cli_util.h. */
 #include "cli_util.h"
 

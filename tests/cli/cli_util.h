@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cli_util.h - what the command-line tests share: running a program (the
  * fencelock tool, python3, strace) with its output captured, asking python3

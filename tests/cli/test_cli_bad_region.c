@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_cli_bad_region.c - `fencelock status` on region files it must refuse
  * (missing, empty, garbage, a directory, truncated, another format version,

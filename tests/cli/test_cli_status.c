@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_cli_status.c - `fencelock status` on live regions served by a real
  * fencelockd: what the tables and the JSON document show for a fresh

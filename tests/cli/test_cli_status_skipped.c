@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_cli_status_skipped.c - `fencelock status` says what it does not list.
  *

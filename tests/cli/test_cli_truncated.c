@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_cli_truncated.c - a region file truncated under the programs that map
  * it (I9).  Any process that may write the file can shrink it (`truncate -s

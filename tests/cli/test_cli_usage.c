@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_cli_usage.c - the fencelock tool's command line: help and version
  * texts, and bad usage (exit status 2, one message and a hint on stderr,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * harness.h - what every fencelock test shares: a private temporary
  * directory, a real fencelockd started and awaited through the systemd

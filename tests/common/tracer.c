@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tracer.c - see tracer.h. */
 #include "tracer.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tracer.h - a small ptrace driver that stops a child process at a chosen
  * instruction inside a library call (I2, I4, I5 tests stop real processes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * boundaries.c - tokens never repeat at the edges of a host's life (I1, I11,
  * I3, I9): clients that open while fencelockd starts (after a tmpfs reboot,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * durability.c - tokens never go backwards (I1) across supervisor restarts,
  * SIGKILL of everything, a simulated host crash, and a reboot (I11); corrupt

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The README's demo scenario against a private region: a real fencelockd,
 # two real processes, A stopped across its lease expiry, A's commit rejected.
 set -euo pipefail

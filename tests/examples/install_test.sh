@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# cmake --install into a temporary prefix, then build and run a program from
-# outside the tree with nothing but `cc app.c $(pkg-config --cflags --libs fencelock)`.
+# SPDX-License-Identifier: MIT
+# In the prefix the fixture install_setup (tests/install) installed into, build
+# and run a program from outside the tree with nothing but
+# `cc app.c $(pkg-config --cflags --libs fencelock)`.
 set -euo pipefail
-build=$1
+prefix=$1
 extra_cflags=${2:-}
-prefix=$(mktemp -d /tmp/fl-install.XXXXXX)
-trap 'rm -rf "$prefix"' EXIT
-cmake --install "$build" --prefix "$prefix" >/dev/null
+tmp=$(mktemp -d /tmp/fl-install-app.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
 for f in include/fencelock.h bin/fencelockd bin/fencelock; do
   [ -e "$prefix/$f" ] || { echo "missing $f in the install"; exit 1; }
 done
@@ -14,7 +15,7 @@ pc=$(find "$prefix" -name fencelock.pc)
 [ -n "$pc" ] || { echo "no fencelock.pc installed"; exit 1; }
 libdir=$(dirname "$(dirname "$pc")")
 ls "$libdir"/libfencelock.so* "$libdir"/libfencelock.a >/dev/null
-cat > "$prefix/app.c" <<'C'
+cat > "$tmp/app.c" <<'C'
 #include <fencelock.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,11 +26,11 @@ int main(void)
     return strcmp(fl_strerror(0), "success") != 0;
 }
 C
-sed -i 's/-ESTALE_PLACEHOLDER/-116/' "$prefix/app.c"
+sed -i 's/-ESTALE_PLACEHOLDER/-116/' "$tmp/app.c"
 export PKG_CONFIG_PATH="$(dirname "$pc")"
 # shellcheck disable=SC2046
 # shellcheck disable=SC2086
-cc -std=c11 -Wall -Werror $extra_cflags "$prefix/app.c" -o "$prefix/app" $(pkg-config --cflags --libs fencelock)
-out=$(LD_LIBRARY_PATH="$libdir" "$prefix/app")
+cc -std=c11 -Wall -Werror $extra_cflags "$tmp/app.c" -o "$tmp/app" $(pkg-config --cflags --libs fencelock)
+out=$(LD_LIBRARY_PATH="$libdir" "$tmp/app")
 [ "$out" = "ESTALE" ] || { echo "app printed '$out'"; exit 1; }
 echo "install + pkg-config: ok"

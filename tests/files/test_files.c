@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_files.c - fencing a file store with the fenced-pointer pattern
  * (examples/fenced_files): each writer writes DIR/NAME.<token> atomically,

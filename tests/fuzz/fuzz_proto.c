@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_proto.c - libFuzzer harness for the other parsers of untrusted bytes
  * in the library: the supervisor's parse of a hello from any local process,

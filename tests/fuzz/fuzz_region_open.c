@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_region_open.c - libFuzzer harness for opening untrusted region files
  * (I9): validation, mapping, and every read-only walk over shared memory a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_text.c - libFuzzer harness for the text parsers of untrusted input
  * outside the library (I9): durations on the fencelock command line

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * replay_main.c - runs a libFuzzer harness over corpus files with the normal
  * compiler, so every kept input (and every crash found, once added to the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Build a libFuzzer harness with clang (ASan + UBSan) and run it for a bounded
 # time on a scratch copy of its corpus.
 #   run_fuzz.sh HARNESS [SECONDS]     e.g. run_fuzz.sh region_open 30

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* agent.c - see agent.h. */
 #include "agent.h"
 

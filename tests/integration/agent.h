@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * agent.h - lock "agents" for the integration tests: each agent is a real
  * child process (th_child_start) with its own fl_region handle that runs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_death.c - a holder that dies is noticed by the supervisor.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_lease.c - try/timeout semantics, renewal, and stale leases.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_pause.c - a holder stopped (or killed) at arbitrary instructions.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_process_edges.c - a handle used after fork (I12, I5), and processes
  * in other time namespaces sharing a region (I4, I11).

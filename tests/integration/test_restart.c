@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_restart.c - the supervisor killed with SIGKILL and restarted.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_seed.c - the seed scenario, with real processes and real signals.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_tokens.c - fencing tokens are unique and strictly increasing per key
  * under contention from several processes with several threads each.

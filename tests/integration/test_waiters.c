@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_waiters.c - waiting: no lost wakeups, no busy waiting.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * keepalive.c - leases kept renewed by the library's background thread, and
  * their loss reported through the fd, the callback and the status.

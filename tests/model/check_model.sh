@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Check a Promela model with spin: generate the verifier (spin -a), compile
 # it with gcc, run an exhaustive search, fail on any error.  See README.md.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rec_common.c - see rec_common.h. */
 #include "rec_common.h"
 

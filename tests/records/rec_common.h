@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rec_common.h - what the record tests share: self-checking payloads, region
  * set-up, children that report over pipes, and a profile of one whole

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rec_concurrent.c - writers and readers in several processes at once on one
  * record.  Two writers take turns on the same key with short leases (and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rec_kill.c - writers killed with SIGKILL in the middle of commits, one
  * after the other, on a region with only 4 spare commit buffers

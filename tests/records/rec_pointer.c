@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rec_pointer.c - the fenced-pointer pattern as a test.  Objects are files
  * named objects/<token>.bin under the test directory, written (tmp + rename)

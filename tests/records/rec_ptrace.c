@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rec_ptrace.c - a writer stopped at many instructions inside fl_commit().
  *

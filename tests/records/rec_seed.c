@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rec_seed.c - the seed scenario, in full, with real processes, a real
  * fencelockd and real SIGSTOP/SIGCONT:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rec_semantics.c - the documented results of fl_commit / fl_read /
  * fl_commit_u64 / fl_read_u64, one behaviour per test, each on a fresh

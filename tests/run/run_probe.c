@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * run_probe.c - the COMMAND that the tests of `fencelock run` run.  It
  * reports on fd 3 (a pipe to the test) what a command sees:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* spawn.c - see spawn.h. */
 #include "spawn.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * spawn.h - what the tests of the write paths (tests/run, tests/sql,
  * tests/files) share: starting a real program with a pipe to its standard

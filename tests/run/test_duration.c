@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_duration.c - the command line's durations (tools/fencelock/
  * duration.c): what is accepted, exactly what it means, what is refused and

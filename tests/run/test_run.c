@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_run.c - `fencelock run` with real processes, a real fencelockd and
  * real signals: the command's environment and process group, exit statuses

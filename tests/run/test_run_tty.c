@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_run_tty.c - `fencelock run` on a terminal (a pseudo-terminal of the
  * test's own, fencelock run the session leader in front of it): the command,

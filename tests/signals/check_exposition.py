@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """check_exposition.py - a strict checker of the Prometheus text exposition
 format (version 0.0.4), for what `fencelock metrics` and fencelockd
 --metrics-file write.

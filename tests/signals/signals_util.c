@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* signals_util.c - see signals_util.h. */
 #include "signals_util.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * signals_util.h - what the tests of the operational signals share: a
  * supervisor started with extra options, its log as one JSON array for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_busy.c - failed attempts leave a trace: every try that finds a key
  * held (-EBUSY, `fencelock run -n`) and every wait that gives up

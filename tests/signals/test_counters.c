@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_counters.c - the counters are exact under concurrent multi-process
  * load.

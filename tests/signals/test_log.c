@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_log.c - the supervisor's log lines for the signals, parsed by
  * python3's strict JSON parser and checked field by field:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_metrics.c - `fencelock metrics` and fencelockd --metrics-file:
  * Prometheus text exposition checked by the strict check_exposition.py.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_overflow.c - the event ring overflows without losing a count.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_status.c - the status views of the signals, without a terminal:
  *

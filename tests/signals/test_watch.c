@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_watch.c - `fencelock status --watch` in a real terminal: tmux runs
  * it in a detached 160x40 session (a private server on a socket in the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pg_server.c - see pg_server.h. */
 #include "pg_server.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pg_server.h - a private PostgreSQL server for one test run: initdb into a
  * fresh directory, started with pg_ctl on a Unix socket in that directory

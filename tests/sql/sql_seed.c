@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sql_seed.c - see sql_seed.h. */
 #include "sql_seed.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sql_seed.h - the seed scenario against a real database, driven through an
  * example writer program (examples/sql_sqlite, examples/sql_postgres), each

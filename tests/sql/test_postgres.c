@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_postgres.c - the fenced SQL write from C through libpq, against a
  * real PostgreSQL server started for this run (pg_server.c): the seed

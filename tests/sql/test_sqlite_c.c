@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_sqlite_c.c - the fenced SQL write from C, in SQLite (embedded: part of
  * the default suite): examples/sql_sqlite run as real processes against a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_sqlite_shell.c - the fenced SQL write from a shell script:
  * examples/sql_sqlite.sh runs `fencelock run KEY -- sh -c '... sqlite3 ...'`

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_fdlimit.c - fencelockd and its open-files limit (I5, I7, I12).
  *

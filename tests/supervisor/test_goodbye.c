@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_goodbye.c - the supervisor tells a death from a clean close (I5, I9).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_socket.c - malformed messages on the supervisor's socket (I9): each
  * gets a clear refusal and a log line naming what was wrong; the supervisor

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_bad_input.c - bad region files and bad arguments get clear errors.
  *

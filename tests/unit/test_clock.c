@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_clock.c - leases follow the handle's monotonic clock and nothing else.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_keys.c - the key index (src/keys.c): names to lock slots.
  *

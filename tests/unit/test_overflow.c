@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_overflow.c - tokens never wrap; deadlines that do not fit are refused.
  *

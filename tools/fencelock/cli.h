@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cli.h - what the parts of the fencelock tool share: its exit statuses and
  * the entry points of its subcommands.  main.c dispatches; each subcommand

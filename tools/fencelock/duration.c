@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* duration.c - see duration.h. */
 #include "duration.h"
 

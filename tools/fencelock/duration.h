@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * duration.h - durations on the fencelock command line: a decimal number
  * with a unit, ms, s or m ("250ms", "1.5s", "2m"); "0" alone needs no unit.

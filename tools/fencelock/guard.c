@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * guard.c - SIGBUS from a region truncated under the tool: a clear error
  * and exit status 3 instead of a silent death (guard.h says how it is used).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * guard.h - reading a mapped region without dying when it shrinks.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * main.c - the fencelock command: finds the subcommand and hands it the rest
  * of the command line.  A new subcommand is one entry in `commands` plus its

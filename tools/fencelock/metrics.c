@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * metrics.c - `fencelock metrics`: every counter of a region in the
  * Prometheus text exposition format, for node_exporter's textfile collector

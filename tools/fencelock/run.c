@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * run.c - `fencelock run`: hold a key's lock for as long as a command runs,
  * the fenced counterpart of flock(1) and `etcdctl lock`.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * run.h - `fencelock run`: hold a key's lock for as long as a command runs.
  */

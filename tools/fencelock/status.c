@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * status.c - `fencelock status`: a view of one region as it is now, as
  * aligned tables for people or one JSON document for programs.

@@ -1,0 +1,68 @@
+# SPDX-License-Identifier: MIT
+# Build options, and what each part of the build needs.
+#
+# The library and the two programs need only a C11 compiler, pkg-config and
+# liburcu (liburcu-memb).  The rest is optional:
+#   FL_BUILD_EXAMPLES  examples/ (SQLite; PostgreSQL's libpq when present)
+#   FL_BUILD_TESTS     tests/ (cmocka; drives the examples, so needs them too)
+#   FL_BUILD_BENCH     bench/ (SQLite when present, for one baseline)
+# They default ON in a source checkout and OFF when fencelock is a
+# subproject (add_subdirectory, FetchContent).  An option that is ON but
+# whose dependencies are missing is turned off with one STATUS line saying
+# why; the configure step still succeeds.
+#
+# FL_WERROR (default OFF) turns warnings into errors.  Only the project's own
+# test, lint, bench and CI scripts turn it on: a newer compiler with new
+# warnings must not break a user's build.
+
+if(CMAKE_SOURCE_DIR STREQUAL PROJECT_SOURCE_DIR)
+  set(FL_TOP_LEVEL ON)
+else()
+  set(FL_TOP_LEVEL OFF)
+endif()
+
+option(FL_BUILD_TESTS "Build the test suite (needs cmocka and the examples)" ${FL_TOP_LEVEL})
+option(FL_BUILD_EXAMPLES "Build the examples (needs SQLite; libpq optional)" ${FL_TOP_LEVEL})
+option(FL_BUILD_BENCH "Build the benchmarks" ${FL_TOP_LEVEL})
+option(FL_WERROR "Treat compiler warnings as errors (the project's own test and CI builds)" OFF)
+option(FL_INSTALL "Generate the install rules (the library, programs, CMake package, .pc)" ON)
+option(FL_ASAN "Build with AddressSanitizer" OFF)
+option(FL_UBSAN "Build with UndefinedBehaviorSanitizer" OFF)
+option(FL_TSAN "Build with ThreadSanitizer (in-process threaded paths only)" OFF)
+
+# Warnings for fencelock's own targets only, never for an embedding project:
+# fl_target_warnings(target...) for the library and programs; tests/,
+# examples/ and bench/ add them for their whole directory.
+set(FL_WARNING_FLAGS -Wall -Wextra)
+if(FL_WERROR)
+  list(APPEND FL_WARNING_FLAGS -Werror)
+endif()
+function(fl_target_warnings)
+  foreach(t ${ARGN})
+    target_compile_options(${t} PRIVATE ${FL_WARNING_FLAGS})
+  endforeach()
+endfunction()
+
+# ---- Optional parts: turn off, with one line, what cannot be built --------
+if(FL_BUILD_EXAMPLES)
+  if(NOT TARGET SQLite::SQLite3)
+    find_package(SQLite3 QUIET)
+  endif()
+  if(NOT TARGET SQLite::SQLite3)
+    message(STATUS "fencelock: SQLite3 not found (libsqlite3-dev): FL_BUILD_EXAMPLES is OFF")
+    set(FL_BUILD_EXAMPLES OFF)
+  endif()
+endif()
+if(FL_BUILD_TESTS)
+  find_package(PkgConfig QUIET)
+  if(PkgConfig_FOUND AND NOT TARGET PkgConfig::CMOCKA)
+    pkg_check_modules(CMOCKA QUIET IMPORTED_TARGET cmocka)
+  endif()
+  if(NOT TARGET PkgConfig::CMOCKA)
+    message(STATUS "fencelock: cmocka not found (libcmocka-dev): FL_BUILD_TESTS is OFF")
+    set(FL_BUILD_TESTS OFF)
+  elseif(NOT FL_BUILD_EXAMPLES)
+    message(STATUS "fencelock: the tests drive the examples, which are not built: FL_BUILD_TESTS is OFF")
+    set(FL_BUILD_TESTS OFF)
+  endif()
+endif()

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_abi.c - the run-time side of the ABI policy (docs/abi.md), through the
+ * public header only, against a real fencelockd:
+ * - fl_version() and fl_version_number() agree with FL_VERSION_STRING,
+ *   FL_VERSION_NUMBER and FL_VERSION_MAJOR/MINOR/PATCH;
+ * - every fl_*_info_get zeroes the structure's reserved tail whatever the
+ *   caller left in it, so a later minor version can give those bytes a
+ *   meaning (0: unknown) without breaking callers compiled against this one.
+ * No invariant of docs/invariants.md applies; this guards the header's
+ * promise to programs built against another version of the library.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "fencelock.h"
+#include "harness.h"
+
+static void test_version(void **state)
+{
+    (void)state;
+    assert_string_equal(fl_version(), FL_VERSION_STRING);
+    assert_int_equal(fl_version_number(), FL_VERSION_NUMBER);
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", FL_VERSION_MAJOR, FL_VERSION_MINOR, FL_VERSION_PATCH);
+    assert_string_equal(fl_version(), want);
+    assert_int_equal(fl_version_number() >> 16, FL_VERSION_MAJOR);
+    assert_int_equal((fl_version_number() >> 8) & 0xff, FL_VERSION_MINOR);
+    assert_int_equal(fl_version_number() & 0xff, FL_VERSION_PATCH);
+}
+
+static void assert_zero(const uint64_t *reserved, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(reserved[i], 0);
+}
+
+#define POISON(x) memset(&(x), 0xa5, sizeof(x))
+#define NRES(x) (sizeof(x).reserved / sizeof(x).reserved[0])
+
+static void test_info_reserved_zeroed(void **state)
+{
+    (void)state;
+    th_daemon d;
+    const char *region = th_path("abi.region");
+    assert_int_equal(th_daemon_start(&d, region, NULL), 0);
+    fl_region *r;
+    assert_int_equal(fl_open(region, &r), 0);
+    assert_int_equal(fl_region_registered(r), 1);
+    fl_lease l;
+    assert_int_equal(fl_acquire(r, "abi/key", 10ull * 1000000000ull, 0, &l), 0);
+    assert_int_equal(fl_commit(r, &l, "abi/record", "v", 1, 0, NULL), 0);
+
+    fl_region_info ri;
+    POISON(ri);
+    assert_int_equal(fl_region_info_get(r, &ri), 0);
+    assert_zero(ri.reserved, NRES(ri));
+
+    fl_lock_info li;
+    POISON(li);
+    assert_int_equal(fl_lock_info_get(r, 0, &li), 0);
+    assert_string_equal(li.key, "abi/key");
+    assert_zero(li.reserved, NRES(li));
+
+    fl_record_info rec;
+    POISON(rec);
+    assert_int_equal(fl_record_info_get(r, 0, &rec), 0);
+    assert_string_equal(rec.name, "abi/record");
+    assert_zero(rec.reserved, NRES(rec));
+
+    /* our own registration is one live entry of the client table */
+    int live = 0;
+    for (uint32_t i = 1; i < ri.client_capacity; i++) {
+        fl_client_info ci;
+        POISON(ci);
+        if (fl_client_info_get(r, i, &ci) != 0)
+            continue;
+        live++;
+        assert_zero(ci.reserved, NRES(ci));
+    }
+    assert_true(live >= 1);
+
+    assert_int_equal(fl_release(r, &l), 0);
+    fl_close(r);
+    th_daemon_stop(&d, SIGTERM);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_version),
+        cmocka_unit_test(test_info_reserved_zeroed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
