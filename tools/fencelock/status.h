@@ -85,10 +85,10 @@ const fl_lock_info *find_lock(const struct snapshot *s, const char *key);
 /* Keep only the records fenced by key. */
 void keep_records_of(struct snapshot *s, const char *key);
 
-/* The last library error in one line, and the messages that go with it. */
+/* The last library error in one line; "fencelock: WHAT: out of memory"
+ * on stderr and CLI_EXIT_RUNTIME. */
 const char *library_error(int err);
 int out_of_memory(const char *what);
-int fail_runtime(const char *what, int err);
 
 /* ---- columns (status_columns.c) ------------------------------------------- */
 
@@ -188,7 +188,6 @@ int print_columns(FILE *f, const struct status_table *t, const int *ids, size_t 
 
 /* status_text.c: the region block, then each table with the columns chosen. */
 int print_text(FILE *f, const struct snapshot *s, const struct column_choice choice[N_TABLES]);
-void print_region(FILE *f, const struct snapshot *s);
 
 /* status_json.c */
 void print_json(FILE *f, const struct snapshot *s);

@@ -76,7 +76,7 @@ int out_of_memory(const char *what)
     return CLI_EXIT_RUNTIME;
 }
 
-int fail_runtime(const char *what, int err)
+static int fail_runtime(const char *what, int err)
 {
     fprintf(stderr, "fencelock: %s: %s\n", what, library_error(err));
     return CLI_EXIT_RUNTIME;

@@ -56,14 +56,12 @@ int print_columns(FILE *f, const struct status_table *t, const int *ids, size_t 
         free(text);
         return err;
     }
-    /* Indent every line; libsmartcols pads the last column: cut the blanks. */
+    /* Indent every line (libsmartcols does not pad the last column, and
+     * ends the last line without a newline). */
     for (char *p = text; *p;) {
         size_t len = strcspn(p, "\n");
-        size_t end = len;
-        while (end > 0 && p[end - 1] == ' ')
-            end--;
         fputs("  ", f);
-        fwrite(p, 1, end, f);
+        fwrite(p, 1, len, f);
         fputc('\n', f);
         p += len + (p[len] == '\n');
     }
@@ -71,7 +69,7 @@ int print_columns(FILE *f, const struct status_table *t, const int *ids, size_t 
     return 0;
 }
 
-void print_region(FILE *f, const struct snapshot *s)
+static void print_region(FILE *f, const struct snapshot *s)
 {
     const fl_region_info *g = &s->region;
     char buf[128], when[64];
