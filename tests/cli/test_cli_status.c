@@ -509,6 +509,107 @@ static void test_supervisor_stopped(void **state)
     free(json);
 }
 
+/* `fencelock status -r region ARGS...`: must succeed quietly. */
+static char *status_with(const char *region, const char *const *args)
+{
+    const char *argv[16] = {"status", "-r", region};
+    size_t n = 3;
+    for (; *args && n < 15; args++)
+        argv[n++] = *args;
+    argv[n] = NULL;
+    run_result r;
+    run_tool(&r, NULL, argv);
+    if (r.status != 0)
+        fail_msg("status exited %d: %s", r.status, r.err);
+    assert_string_equal(r.err, "");
+    free(r.err);
+    return r.out;
+}
+
+/* The fields of the row of section whose first field is first (max 32). */
+static int row_fields(const char *out, const char *section, const char *first, char **f)
+{
+    int n = table_row(out, section, 0, first, f, 32);
+    if (n == 0)
+        fail_msg("no row '%s' under %s in:\n%s", first, section, out);
+    return n;
+}
+
+/* -o chooses each table's columns from one list; the busy tries and timed
+ * out waits (not shown by default) are one -o +BUSY,TIMEOUTS away. */
+static void test_output_columns(void **state)
+{
+    (void)state;
+    char region[512];
+    region_path(region, sizeof region, "columns.region");
+    th_daemon d;
+    start_daemon(&d, region);
+    fl_region *r;
+    assert_int_equal(fl_open(region, &r), 0);
+    char pid[32];
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    fl_lease held, l;
+    assert_int_equal(fl_acquire(r, "jobs/busy", LEASE_LONG, 0, &held), 0);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(fl_acquire(r, "jobs/busy", LEASE_LONG, 0, &l), -EBUSY);
+    assert_int_equal(fl_acquire(r, "jobs/busy", LEASE_LONG, 2 * (int64_t)TH_MS, &l), -ETIMEDOUT);
+    assert_int_equal(fl_commit(r, &held, "jobs/busy/rec", "v", 1, 0, NULL), 0);
+
+    /* +LIST: the default columns, then these. */
+    char *out = status_with(region, (const char *const[]){"-o", "+BUSY,TIMEOUTS", NULL});
+    assert_row(out, "Locks",
+               (const char *const[]){"jobs/busy", "held", "*", pid, "*", "*", "0", "1", "*", "0",
+                                     "0", "0", "-", "2", "1"},
+               15);
+    assert_tidy_table(out, "Locks", (const char *const[]){"TOKEN", "BUSY", "TIMEOUTS", NULL});
+    assert_row(out, "Records",
+               (const char *const[]){"jobs/busy/rec", "jobs/busy", "*", "1", "1", "1", "0", "-",
+                                     "-"},
+               9);
+    free(out);
+
+    /* LIST: exactly these, in this order, any case; TABLE: picks the table,
+     * and a table not named keeps its defaults. */
+    out = status_with(region, (const char *const[]){"-o", "timeouts,KEY,Busy", "-o",
+                                                    "records:NAME,unvouched,KEY", NULL});
+    assert_contains(out, "\nLocks\n  TIMEOUTS  KEY        BUSY\n");
+    assert_row(out, "Locks", (const char *const[]){"1", "jobs/busy", "2"}, 3);
+    assert_row(out, "Records", (const char *const[]){"jobs/busy/rec", "no", "jobs/busy"}, 3);
+    assert_row_by(out, "Clients", 2, (const char *const[]){"*", "*", pid, "*", "attached"}, 5);
+    /* The header block is the same whatever the columns. */
+    assert_contains(out, "Locks:        1 of 4096 keys in use\n");
+    free(out);
+    out = status_with(region, (const char *const[]){"-o", "clients:STATE,PID", NULL});
+    assert_row(out, "Clients", (const char *const[]){"attached", pid}, 2);
+    free(out);
+
+    /* --output-all: every column of every table, as many as the JSON has
+     * members (each column is one member). */
+    out = status_with(region, (const char *const[]){"--output-all", NULL});
+    char *f[32];
+    int n = row_fields(out, "Locks", "jobs/busy", f);
+    assert_int_equal(n, 22);
+    assert_string_equal(f[16], "2"); /* BUSY */
+    assert_string_equal(f[17], "1"); /* TIMEOUTS */
+    free_fields(f, n);
+    n = row_fields(out, "Records", "jobs/busy/rec", f);
+    assert_int_equal(n, 13);
+    assert_string_equal(f[12], "no"); /* UNVOUCHED */
+    free_fields(f, n);
+    free(out);
+    char *json = status(region, true);
+    assert_json(json, "22", "len(d['locks'][0])");
+    assert_json(json, "13", "len(d['records'][0])");
+    assert_json(json, "5", "len(d['clients'][0])");
+    assert_json(json, "[2, 1, false]",
+                "[d['locks'][0]['busy'], d['locks'][0]['timeouts'], d['records'][0]['unvouched']]");
+    free(json);
+
+    assert_int_equal(fl_release(r, &held), 0);
+    fl_close(r);
+    th_daemon_stop(&d, SIGTERM);
+}
+
 static int need_python(void **state)
 {
     (void)state;
@@ -528,6 +629,7 @@ int main(void)
         cmocka_unit_test_setup(test_escaped_keys, need_python),
         cmocka_unit_test_setup(test_region_from_environment, need_python),
         cmocka_unit_test_setup(test_supervisor_stopped, need_python),
+        cmocka_unit_test_setup(test_output_columns, need_python),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -131,6 +131,48 @@ static void test_bad_usage(void **state)
                        "--region: the path is empty", sub);
     expect_usage_error((const char *const[]){"status", "one", "two", NULL},
                        "fencelock status: unexpected argument 'two'", sub);
+    /* I9: a bad column list is named, not half applied. */
+    expect_usage_error((const char *const[]){"status", "-o", NULL},
+                       "option '-o' needs an argument", sub);
+    expect_usage_error((const char *const[]){"status", "-o", "KEY,NOPE", NULL},
+                       "--output: unknown column 'NOPE' of the locks table", sub);
+    expect_usage_error((const char *const[]){"status", "-o", "clients:KEY", NULL},
+                       "--output: unknown column 'KEY' of the clients table", sub);
+    expect_usage_error((const char *const[]){"status", "--output", "keys:KEY", NULL},
+                       "--output: 'keys' is not a table (clients, locks or records)", sub);
+    expect_usage_error((const char *const[]){"status", "-o", "KEY,,STATE", NULL},
+                       "--output: an empty column name", sub);
+    expect_usage_error((const char *const[]){"status", "-o", "+", NULL},
+                       "--output: no column given", sub);
+    expect_usage_error((const char *const[]){"status", "--json", "-o", "KEY", NULL},
+                       "--output chooses the columns of the tables: not with --json", sub);
+    expect_usage_error((const char *const[]){"status", "--output-all", "--watch", NULL},
+                       "--output-all chooses the columns of the tables: not with --watch", sub);
+    expect_usage_error((const char *const[]){"status", "-o", "KEY", "some/key", NULL},
+                       "--output chooses the columns of the tables: not with KEY", sub);
+}
+
+/* --list-columns and --help describe every column of every table, each
+ * once, the defaults marked. */
+static void test_list_columns(void **state)
+{
+    (void)state;
+    run_result l, h;
+    RUN(&l, "status", "--list-columns");
+    RUN(&h, "status", "--help");
+    assert_int_equal(l.status, 0);
+    assert_string_equal(l.err, "");
+    const char *lines[] = {"Locks table, one row per key (-o locks:LIST; * default):\n",
+                           "\n *KEY ", "\n  BUSY ", "\n  TIMEOUTS ", "\n  STALE-OP ",
+                           "\n *LAST ", "Records table, one row per record", "\n  UNVOUCHED ",
+                           "\n *REJ-PID ", "Clients table, one row per client",
+                           "\n *CLIENT-ID "};
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        assert_contains(l.out, lines[i]);
+        assert_contains(h.out, lines[i]);
+    }
+    run_result_free(&l);
+    run_result_free(&h);
 }
 
 /* Output that cannot be written is an error (status 1), not a success. */
@@ -157,6 +199,7 @@ int main(void)
         cmocka_unit_test(test_status_help),
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_bad_usage),
+        cmocka_unit_test(test_list_columns),
         cmocka_unit_test(test_write_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * status.h - what the views of `fencelock status` share.
+ *
+ * One file per view, as git's builtin/ keeps one command a file:
+ *   status.c           the command: usage, options, which view to show
+ *   status_snapshot.c  reading the region (guarded against SIGBUS) into a
+ *                      struct snapshot; --prefix and KEY filtering
+ *   status_columns.c   the columns of the clients, locks and records tables,
+ *                      each defined once (name, JSON member, description,
+ *                      value); -o parsing; value formatting for people
+ *   status_text.c      the region block and the tables, drawn by libsmartcols
+ *   status_json.c      the --json document, written from the same columns
+ *   status_key.c       status KEY: one key and its records in detail
+ *   status_watch.c     --watch: the refreshing view with rates
+ */
+#ifndef FL_TOOL_STATUS_H
+#define FL_TOOL_STATUS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "fencelock.h"
+
+/* ---- the snapshot (status_snapshot.c) ---------------------------------------- */
+
+/*
+ * Why a slot in use is not listed: the error fl_lock_info_get() or
+ * fl_record_info_get() gave for it.  The counts are region-wide (a slot with
+ * no key cannot be matched against --prefix or KEY).
+ */
+enum skip_reason {
+    SKIP_NO_KEY,  /* -ENOENT: no published key (or name) */
+    SKIP_CORRUPT, /* -EPROTO: the slot's shared data is corrupt (the library's error for
+                     corrupt shared data; the info calls do not return it today, and a
+                     corrupt slot is better counted than the whole view refused) */
+    SKIP_REASONS
+};
+
+struct skip_reason_text {
+    const char *name;                      /* the JSON member */
+    const char *brief_lock, *brief_record; /* what the watch view's header says */
+    const char *lock;                      /* what the tables say for lock slots */
+    const char *record;                    /* and for records */
+};
+extern const struct skip_reason_text skip_reasons[SKIP_REASONS];
+
+struct skipped {
+    uint32_t locks[SKIP_REASONS];
+    uint32_t records[SKIP_REASONS];
+};
+
+uint32_t skipped_total(const uint32_t *by_reason);
+
+struct snapshot {
+    char path[4096];
+    fl_region_info region;
+    bool supervisor_alive;
+    fl_client_info *clients;
+    size_t n_clients;
+    fl_lock_info *locks;
+    uint32_t *lock_slots; /* the slot index of each of locks[] (stable for the region's life) */
+    size_t n_locks;
+    fl_record_info *records;
+    uint32_t *record_slots; /* the same for records[] */
+    size_t n_records;
+    struct skipped skipped; /* slots in use that are not listed, and why */
+};
+
+void free_snapshot(struct snapshot *s);
+/* Open the region at path read-only and copy out everything shown. */
+int take_snapshot(const char *path, struct snapshot *s);
+/* Open the region (*r) or read it again into s, each with the mapping
+ * guarded (guard.h): a SIGBUS sets *truncated and returns CLI_EXIT_REGION,
+ * the message left to the caller.  After a truncation in guarded_read the
+ * handle may only be closed; after one in guarded_open there is no handle. */
+int guarded_open(const char *path, fl_region **r, bool *truncated);
+int guarded_read(fl_region *r, const char *path, struct snapshot *s, bool *truncated);
+/* Keep the keys that start with prefix and the records whose name or bound
+ * key does (NULL keeps everything). */
+void filter_prefix(struct snapshot *s, const char *prefix);
+/* The lock whose key is key, or NULL. */
+const fl_lock_info *find_lock(const struct snapshot *s, const char *key);
+/* Keep only the records fenced by key. */
+void keep_records_of(struct snapshot *s, const char *key);
+
+/* The last library error in one line; "fencelock: WHAT: out of memory"
+ * on stderr and CLI_EXIT_RUNTIME. */
+const char *library_error(int err);
+int out_of_memory(const char *what);
+
+/* ---- columns (status_columns.c) ------------------------------------------- */
+
+/* A value as the JSON document types it; the tables show it as text. */
+enum col_type { COL_U64, COL_I64, COL_BOOL, COL_STR };
+struct col_value {
+    enum col_type type;
+    union {
+        uint64_t u;
+        int64_t i;
+        bool b;
+        const char *s; /* NULL: JSON null, "-" in a table */
+    };
+};
+
+enum {
+    COL_DEFAULT = 1 << 0, /* shown without -o */
+    COL_RIGHT = 1 << 1,   /* numbers align right, text left */
+};
+
+/*
+ * One column of a table, defined once: its name (for -o and the header), its
+ * member in --json (NULL: none), what it means (for --help and
+ * --list-columns), and how to get it from a row: value() as JSON types it,
+ * text() for people (NULL: value() as text: numbers in decimal, booleans as
+ * yes/no, strings escaped, a NULL string as -).
+ */
+struct status_column {
+    const char *name;
+    const char *json;
+    unsigned flags;
+    const char *help;
+    void (*value)(const void *row, struct col_value *v);
+    void (*text)(const void *row, char *buf, size_t cap);
+};
+
+/* A table: its title, its columns in the order --json writes them, and the
+ * size of its rows. */
+struct status_table {
+    const char *title; /* "Locks" */
+    const char *name;  /* "locks": the TABLE: of -o and the JSON array */
+    const struct status_column *cols;
+    size_t ncols;
+    size_t row_size;
+};
+
+enum { TABLE_CLIENTS, TABLE_LOCKS, TABLE_RECORDS, N_TABLES };
+extern const struct status_table status_tables[N_TABLES];
+
+#define STATUS_MAX_COLUMNS 32
+
+/* The columns a table shows, as indexes into its cols[]. */
+struct column_choice {
+    int ids[STATUS_MAX_COLUMNS];
+    size_t n;
+};
+
+/* Every table's default columns. */
+void columns_default(struct column_choice choice[N_TABLES]);
+/* Every column of every table (--output-all). */
+void columns_all(struct column_choice choice[N_TABLES]);
+/* Apply one -o argument, "[TABLE:][+]NAME,NAME...": 0, or -1 with the
+ * problem in why. */
+int columns_parse(struct column_choice choice[N_TABLES], const char *arg, char *why,
+                  size_t why_cap);
+/* The columns of every table with what they mean (--help, --list-columns). */
+void columns_describe(FILE *f);
+
+/* The text of a cell: col's text() or its value() as text. */
+void column_text(const struct status_column *col, const void *row, char *buf, size_t cap);
+
+/* ---- formatting for people (status_columns.c) ----------------------------- */
+
+/* Room for a key with every byte escaped as \xNN, and its NUL. */
+#define ESCAPED_MAX (FL_KEY_MAX * 4 + 1)
+/* Room for any table cell. */
+#define CELL_MAX (ESCAPED_MAX + 8)
+
+void escape_bytes(const char *s, char *out, size_t cap);
+void format_duration(uint64_t ns, char *buf, size_t cap);
+void format_size(uint64_t bytes, char *buf, size_t cap);
+void format_local_time(uint64_t unix_ns, char *buf, size_t cap);
+void format_utc_time(uint64_t unix_ns, char *buf, size_t cap);
+uint64_t wall_clock_ns(void);
+const char *lock_state_name(int state);
+const char *op_name(uint32_t op);
+const char *last_release_name(const fl_lock_info *l);
+void lock_left_text(const fl_lock_info *l, char *buf, size_t cap);
+
+/* ---- the views ------------------------------------------------------------ */
+
+/* Draw rows (n of them, the table's row_size apart) with the columns ids
+ * (indexes into t->cols) through libsmartcols, under a header line, each
+ * line indented by two blanks.  Returns 0 or -ENOMEM. */
+int print_columns(FILE *f, const struct status_table *t, const int *ids, size_t nids,
+                  const void *rows, size_t n);
+
+/* status_text.c: the region block, then each table with the columns chosen. */
+int print_text(FILE *f, const struct snapshot *s, const struct column_choice choice[N_TABLES]);
+
+/* status_json.c */
+void print_json(FILE *f, const struct snapshot *s);
+void json_region(FILE *f, const struct snapshot *s);
+void json_row(FILE *f, const struct status_table *t, const void *row);
+void json_array(FILE *f, const struct status_table *t, const void *rows, size_t n, bool last);
+
+/* status_key.c: status KEY; exit status. */
+int show_key(const char *key, bool json, struct snapshot *s);
+
+/* status_watch.c: --watch; exit status. */
+struct watch_options {
+    const char *prefix;
+    bool json;
+    uint64_t interval_ns;
+    unsigned long count; /* refreshes before stopping, 0: no limit */
+};
+int watch_main(const struct watch_options *o, const char *path);
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * status_text.c - `fencelock status` for people: the region block, then the
+ * clients, locks and records tables.
+ *
+ * libsmartcols draws the tables (as it does for lslocks and lsblk), with the
+ * columns that -o chose from status_columns.c.  Every table is indented by
+ * two blanks under its title and its columns are two blanks apart; numbers
+ * align right under their titles, and no line ends in blanks.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <libsmartcols.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "status.h"
+
+int print_columns(FILE *f, const struct status_table *t, const int *ids, size_t nids,
+                  const void *rows, size_t n)
+{
+    struct libscols_table *tb = scols_new_table();
+    if (!tb)
+        return -ENOMEM;
+    int err = 0;
+    /* Cells are already escaped (escape_bytes): libsmartcols need not. */
+    scols_table_enable_noencoding(tb, 1);
+    /* Never cut a cell to the terminal's width: a key must be read whole. */
+    scols_table_set_termforce(tb, SCOLS_TERMFORCE_NEVER);
+    if (scols_table_set_column_separator(tb, "  ") != 0)
+        err = -ENOMEM;
+    for (size_t c = 0; c < nids && !err; c++) {
+        const struct status_column *col = &t->cols[ids[c]];
+        if (!scols_table_new_column(tb, col->name, 0, col->flags & COL_RIGHT ? SCOLS_FL_RIGHT : 0))
+            err = -ENOMEM;
+    }
+    char cell[CELL_MAX];
+    for (size_t r = 0; r < n && !err; r++) {
+        const void *row = (const char *)rows + r * t->row_size;
+        struct libscols_line *ln = scols_table_new_line(tb, NULL);
+        if (!ln) {
+            err = -ENOMEM;
+            break;
+        }
+        for (size_t c = 0; c < nids && !err; c++) {
+            column_text(&t->cols[ids[c]], row, cell, sizeof cell);
+            if (scols_line_set_data(ln, c, cell) != 0)
+                err = -ENOMEM;
+        }
+    }
+    char *text = NULL;
+    if (!err && scols_print_table_to_string(tb, &text) != 0)
+        err = -ENOMEM;
+    scols_unref_table(tb);
+    if (err) {
+        free(text);
+        return err;
+    }
+    /* Indent every line (libsmartcols does not pad the last column, and
+     * ends the last line without a newline). */
+    for (char *p = text; *p;) {
+        size_t len = strcspn(p, "\n");
+        fputs("  ", f);
+        fwrite(p, 1, len, f);
+        fputc('\n', f);
+        p += len + (p[len] == '\n');
+    }
+    free(text);
+    return 0;
+}
+
+static void print_region(FILE *f, const struct snapshot *s)
+{
+    const fl_region_info *g = &s->region;
+    char buf[128], when[64];
+    fprintf(f, "Region %s\n", s->path);
+    format_size(g->file_size, buf, sizeof buf);
+    fprintf(f, "  Format:       version %" PRIu32 ", %s\n", g->format_version, buf);
+
+    format_local_time(g->created_unix_ns, when, sizeof when);
+    uint64_t now = wall_clock_ns();
+    if (now >= g->created_unix_ns) {
+        format_duration(now - g->created_unix_ns, buf, sizeof buf);
+        fprintf(f, "  Created:      %s (%s ago)\n", when, buf);
+    } else {
+        fprintf(f, "  Created:      %s\n", when); /* the wall clock was set back */
+    }
+
+    fprintf(f, "  Boot:         %s (%s)\n", g->boot_id[0] ? g->boot_id : "unknown",
+            g->same_boot ? "this boot"
+                         : "an earlier boot: its leases are void until fencelockd adopts it");
+    if (s->supervisor_alive)
+        fprintf(f, "  Supervisor:   pid %" PRIu32 ", running\n", g->supervisor_pid);
+    else if (g->run_state == 0)
+        fprintf(f, "  Supervisor:   none has served this region\n");
+    else
+        fprintf(f,
+                "  Supervisor:   not running (a dead holder's lock is freed only when its "
+                "lease ends)\n");
+    if (g->started_unix_ns) {
+        format_local_time(g->started_unix_ns, when, sizeof when);
+        fprintf(f, "  Last start:   %s\n", when);
+    }
+    if (g->clean_unix_ns) {
+        format_local_time(g->clean_unix_ns, when, sizeof when);
+        fprintf(f, "  Clean stop:   %s%s\n", when,
+                g->run_state == 2 ? "" : " (the run since then has not stopped cleanly)");
+    } else if (g->run_state != 0) {
+        fprintf(f, "  Clean stop:   never\n");
+    }
+    fprintf(f, "  Ready:        %s\n",
+            g->ready ? "yes (this boot's token epoch is durable: clients may open it)"
+                     : "no: fl_open refuses clients until a fencelockd makes this boot's epoch "
+                       "durable (starting, failed to start, or an earlier boot's region)");
+    fprintf(f,
+            "  Tokens:       epoch %" PRIu64 ", floor %" PRIu64
+            " (token = epoch << %d | counter)\n",
+            g->epoch, g->token_floor, FL_TOKEN_EPOCH_SHIFT);
+    fprintf(f, "  Locks:        %" PRIu32 " of %" PRIu32 " keys in use\n", g->locks_used,
+            g->lock_capacity);
+    fprintf(f, "  Records:      %" PRIu32 " of %" PRIu32 " in use, values up to %" PRIu32
+               " bytes\n",
+            g->records_used, g->record_capacity, g->record_size);
+    if (g->records_unvouched)
+        fprintf(f,
+                "  Unvouched:    %" PRIu32 " records whose value fencelockd could not vouch "
+                "for at its start (read as EBADMSG until committed again; its log names them, "
+                "-o records:+UNVOUCHED marks them)\n",
+                g->records_unvouched);
+    fprintf(f, "  Buffers:      %" PRIu32 " commit buffers\n", g->buffer_count);
+    fprintf(f, "  Clients:      %zu of %" PRIu32 " registered\n", s->n_clients,
+            g->client_capacity);
+    fprintf(f, "  Log events:   %" PRIu64 " dropped (counters stay exact)\n", g->events_dropped);
+}
+
+/* One line per reason for the slots in use that a table does not list:
+ * "285 of 301 lock slots not listed: no published key (...)". */
+static void print_skipped(FILE *f, const char *indent, const uint32_t *by_reason, uint32_t used,
+                          bool locks)
+{
+    for (int i = 0; i < SKIP_REASONS; i++)
+        if (by_reason[i])
+            fprintf(f, "%s%" PRIu32 " of %" PRIu32 " %s not listed: %s\n", indent, by_reason[i],
+                    used, locks ? "lock slots" : "record slots",
+                    locks ? skip_reasons[i].lock : skip_reasons[i].record);
+}
+
+static int print_section(FILE *f, const struct status_table *t,
+                         const struct column_choice *choice, const void *rows, size_t n)
+{
+    fprintf(f, "\n%s\n", t->title);
+    if (n == 0) {
+        fputs("  (none)\n", f);
+        return 0;
+    }
+    return print_columns(f, t, choice->ids, choice->n, rows, n);
+}
+
+int print_text(FILE *f, const struct snapshot *s, const struct column_choice choice[N_TABLES])
+{
+    print_region(f, s);
+    int err = print_section(f, &status_tables[TABLE_CLIENTS], &choice[TABLE_CLIENTS], s->clients,
+                            s->n_clients);
+    if (!err)
+        err = print_section(f, &status_tables[TABLE_LOCKS], &choice[TABLE_LOCKS], s->locks,
+                            s->n_locks);
+    if (!err) {
+        print_skipped(f, "  ", s->skipped.locks, s->region.locks_used, true);
+        err = print_section(f, &status_tables[TABLE_RECORDS], &choice[TABLE_RECORDS], s->records,
+                            s->n_records);
+    }
+    if (!err)
+        print_skipped(f, "  ", s->skipped.records, s->region.records_used, false);
+    return err;
+}
