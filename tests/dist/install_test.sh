@@ -8,7 +8,7 @@
 # looks.  systemd-analyze verify loads the unit files offline: it needs no
 # running systemd (CI runs in a container where systemd is not PID 1).
 set -euo pipefail
-build=$1 prefix=$2 bindir=$3 mandir=$4 sysunitdir=$5 userunitdir=$6 compdir=$7
+build=$1 prefix=$2 bindir=$3 mandir=$4 sysunitdir=$5 userunitdir=$6 compdir=$7 units=${8:-1}
 dest=$(mktemp -d /tmp/fl-dist.XXXXXX)
 trap 'rm -rf "$dest"' EXIT
 DESTDIR=$dest cmake --install "$build" >/dev/null
@@ -33,7 +33,12 @@ MANWIDTH=80 MANPATH=$M man 3 fl_commit 2>/dev/null | grep -q "fl_commit" ||
 # Bash completion, under the name bash-completion loads on demand.
 [ -f "$C/fencelock" ] || bad "missing $C/fencelock"
 
-# systemd units.
+# systemd units, unless configured out (-DFL_INSTALL_SYSTEMD=OFF).
+if [ "$units" != 1 ]; then
+  [ ! -e "$S/fencelockd.service" ] || bad "units installed although FL_INSTALL_SYSTEMD is off"
+  [ "$fail" -eq 0 ] && echo "install: man pages, completion: ok (units not installed)"
+  exit "$fail"
+fi
 if ! command -v systemd-analyze >/dev/null; then
   bad "systemd-analyze not found (Debian package systemd; tools/bootstrap installs it)"
   exit 1
