@@ -42,6 +42,12 @@ void sigbus_arm(const fl_region *r);
 /* ---- notify.c ---- */
 /* Tell systemd (NOTIFY_SOCKET) a state such as "READY=1"; no-op without it. */
 void notify_systemd(const char *state);
+/* The watchdog (systemd WatchdogSec=, i.e. $WATCHDOG_USEC): call it from the
+ * event loop right before it blocks; it sends WATCHDOG=1 when half the
+ * interval has passed since the last one, and returns timeout_ms (a poll
+ * timeout, -1 = none) shortened so the loop wakes for the next one.  Without
+ * the variables it only returns timeout_ms. */
+int notify_watchdog(int timeout_ms);
 
 /* ---- durable.c: the durable state file (the epoch) ---- */
 /* The default state file of a region: /var/lib/fencelock/NAME.state for

@@ -61,7 +61,7 @@ static const char usage_text[] =
     "                           (node_exporter's textfile collector)\n"
     "      --metrics-interval S seconds between metrics-file rewrites [15]\n"
     "  -h, --help               show this help\n"
-    "      --version            show the version\n"
+    "  -V, --version            show the version\n"
     "\n"
     "Creation parameters apply to a new region; given for an existing region\n"
     "they must match it, or fencelockd refuses to start.\n"
@@ -94,7 +94,9 @@ static const char usage_text[] =
     "\n"
     "Signals: SIGTERM or SIGINT stop it cleanly; clients keep working. SIGHUP\n"
     "reopens the --log file.\n"
-    "With $NOTIFY_SOCKET set it reports READY=1 (systemd Type=notify).\n"
+    "With $NOTIFY_SOCKET set it reports READY=1 (systemd Type=notify) once the\n"
+    "region is ready, and STOPPING=1 when a signal stops it; with $WATCHDOG_USEC\n"
+    "too (WatchdogSec=) it sends WATCHDOG=1 every half of that interval.\n"
     "\n"
     "Exit status: 0 stopped by a signal; 1 runtime error; 2 bad usage;\n"
     "3 region cannot be created, is corrupt, does not match the options, or was\n"
@@ -154,7 +156,7 @@ static int parse_args(int argc, char **argv, struct options *o)
                                     FL__DEFAULT_RECORD_SIZE, FL__DEFAULT_CLIENTS,
                                     FL__DEFAULT_SPARE_BUFFERS};
     int c;
-    while ((c = getopt_long(argc, argv, "r:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "r:hV", longopts, NULL)) != -1) {
         int err = 0;
         switch (c) {
         case 'r': o->region = optarg; break;
@@ -561,7 +563,7 @@ int main(int argc, char **argv)
         int n = registry_pollfds(g, fds + 2, max - 2);
         /* 100 ms: how often client events reach the log (clients never wake us:
          * no system call on their side) */
-        int rc = poll(fds, (nfds_t)n + 2, 100);
+        int rc = poll(fds, (nfds_t)n + 2, notify_watchdog(100)); /* WATCHDOG=1 when due */
         if (rc < 0 && errno != EINTR) {
             log_error("poll_failed", strerror(errno));
             status = 1;
@@ -577,6 +579,7 @@ int main(int argc, char **argv)
                 if (log_reopen() != 0)
                     log_error("log_reopen_failed", strerror(errno));
             } else {
+                notify_systemd("STOPPING=1"); /* before the clean shutdown below */
                 event_log_drain(events);
                 log_begin("info", "stop");
                 log_str("signal", strsignal((int)si.ssi_signo));

@@ -11,7 +11,7 @@ src=$1 work=$2
 fail() { echo "FAIL: $*" >&2; exit 1; }
 rm -rf "$work"; mkdir -p "$work/pc"
 urcu_pc=$(pkg-config --variable pcfiledir liburcu-memb)
-for m in liburcu-memb liburcu-common liburcu; do
+for m in liburcu-memb liburcu-common liburcu smartcols; do
   [ -e "$urcu_pc/$m.pc" ] && ln -s "$urcu_pc/$m.pc" "$work/pc/"
 done
 # count PATTERN FILE: lines of FILE matching PATTERN

@@ -1,0 +1,26 @@
+# SPDX-License-Identifier: MIT
+# What a distribution installs beside the programs and the library: systemd
+# units (systemd/), manual pages (docs/man/) and bash completion
+# (completions/), with their tests (tests/dist/).  Included once from the
+# top-level CMakeLists.txt, after the targets and enable_testing().
+#
+# Every directory is a cache variable, relative to the install prefix unless
+# absolute, so that packagers can point them elsewhere, for example
+#   -DFL_SYSTEMD_SYSTEM_UNIT_DIR=$(pkg-config --variable=systemdsystemunitdir systemd)
+option(FL_INSTALL_SYSTEMD "Install the systemd units of fencelockd" ON)
+set(FL_SYSTEMD_SYSTEM_UNIT_DIR "lib/systemd/system" CACHE STRING
+  "Where the system unit fencelockd.service goes (relative to the prefix, or absolute)")
+set(FL_SYSTEMD_USER_UNIT_DIR "lib/systemd/user" CACHE STRING
+  "Where the user unit fencelockd.service goes (relative to the prefix, or absolute)")
+set(FL_BASH_COMPLETION_DIR "${CMAKE_INSTALL_DATADIR}/bash-completion/completions" CACHE STRING
+  "Where the bash completion of fencelock goes (relative to the prefix, or absolute)")
+
+if(FL_INSTALL_SYSTEMD)
+  add_subdirectory(${PROJECT_SOURCE_DIR}/systemd ${PROJECT_BINARY_DIR}/systemd)
+endif()
+add_subdirectory(${PROJECT_SOURCE_DIR}/docs/man ${PROJECT_BINARY_DIR}/docs/man)
+install(FILES ${PROJECT_SOURCE_DIR}/completions/fencelock.bash
+  DESTINATION ${FL_BASH_COMPLETION_DIR} RENAME fencelock)
+if(FL_BUILD_TESTS)
+  add_subdirectory(${PROJECT_SOURCE_DIR}/tests/dist ${PROJECT_BINARY_DIR}/tests/dist)
+endif()
