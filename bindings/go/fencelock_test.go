@@ -402,3 +402,31 @@ func TestDefaultRegionPath(t *testing.T) {
 		t.Fatalf("%q %v", p, err)
 	}
 }
+
+// Close of a Region ends a wait on it (with ErrClosed) instead of waiting
+// for it.
+func TestCloseEndsWait(t *testing.T) {
+	d := startDaemon(t)
+	holder := d.open(t)
+	l := mustAcquire(t, holder, "k", time.Minute)
+	r, err := Open(d.region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	result := make(chan error, 1)
+	go func() {
+		_, err := r.Acquire(context.Background(), "k", time.Second)
+		result <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	r.Close()
+	select {
+	case err := <-result:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("wait on a closed region: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end the wait")
+	}
+	l.Release()
+}

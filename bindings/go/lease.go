@@ -34,7 +34,8 @@ type Lease struct {
 }
 
 // acquireSlice bounds one C wait so that a cancelled context ends Acquire
-// promptly.  TODO(C cancellation API): when libfencelock can cancel a wait,
+// promptly, and a Close is not held up by a wait (Acquire then returns
+// ErrClosed).  TODO(C cancellation API): when libfencelock can cancel a wait,
 // replace the slices with one fl_acquire that ctx.Done() cancels.  Until
 // then each slice that times out counts in the key's timeout counter
 // (LockInfo.Timeouts), and a waiting goroutine occupies an OS thread.
@@ -43,7 +44,8 @@ const acquireSlice = 50 * time.Millisecond
 // Acquire takes the lock of key with a lease of the given length and waits
 // while the key is held, until ctx is done: a deadline of ctx is the
 // timeout, and a cancelled ctx ends the wait within about 50 ms.  With a ctx
-// that is never done (context.Background()) it waits without limit.  A ctx
+// that is never done (context.Background()) it waits without limit (or
+// until the Region is closed: ErrClosed).  A ctx
 // already done makes one try.  When it ends without the lock the error
 // matches ErrBusy (and ctx.Err() if ctx ended it; its Errno is ETIMEDOUT,
 // or EBUSY for a single try).  The lease starts with the acquisition.
@@ -56,10 +58,11 @@ func (r *Region) Acquire(ctx context.Context, key string, lease time.Duration) (
 	done := ctx.Done()
 	deadline, hasDeadline := ctx.Deadline()
 	for {
-		timeout := int64(C.FL_WAIT_FOREVER)
+		// Sliced even when ctx can never be done, so that Close (which
+		// waits for the region's calls) is not held up by a wait.
+		timeout := int64(acquireSlice)
 		var ended error // set when this is the last attempt
 		if done != nil {
-			timeout = int64(acquireSlice)
 			if err := ctx.Err(); err != nil {
 				timeout, ended = 0, err
 			} else if hasDeadline {
