@@ -1,0 +1,130 @@
+package fencelock
+
+/*
+#include <fencelock.h>
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+)
+
+// Sentinels for errors.Is.  The errors returned are *Error or *StaleError
+// values that match them; compare with errors.Is, never with ==.
+var (
+	// ErrBusy: Acquire ended without the lock (the key stayed held until
+	// ctx was done, or a try of a held key).  The error also matches
+	// ctx.Err() when the context ended the wait.
+	ErrBusy = errors.New("fencelock: key is held")
+	// ErrStale: a token older than one already accepted (commit), or a
+	// lease no longer current (renew, release).
+	ErrStale = errors.New("fencelock: stale token")
+	// ErrOwnershipLost wraps ErrStale: a stale commit, renew or release
+	// means another holder has taken the key.  Stop; never retry with the
+	// same token.
+	ErrOwnershipLost = fmt.Errorf("fencelock: ownership lost: %w", ErrStale)
+	// ErrScope: the record is fenced by another key than the lease's (EXDEV).
+	ErrScope = errors.New("fencelock: record is bound to another key")
+	// ErrNotFound: Read of a record never committed.
+	ErrNotFound = errors.New("fencelock: record not found")
+	// ErrClosed: a call on a closed Region (or a lease of one).
+	ErrClosed = errors.New("fencelock: region is closed")
+)
+
+// Error is every failure other than a stale token: the operation, the errno
+// the C library returned (errors.Is(err, syscall.EBUSY) works through
+// Unwrap) and fl_last_error()'s description of it.
+type Error struct {
+	Errno   syscall.Errno
+	Op      string
+	Message string
+	kind    error // the sentinel it matches, if any
+	cause   error // what ended an acquire wait (ctx.Err()), if any
+}
+
+func (e *Error) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = C.GoString(C.fl_strerror(C.int(-e.Errno)))
+	}
+	s := "fencelock: " + e.Op + ": " + msg + " (" + C.GoString(C.fl_err_name(C.int(-e.Errno))) + ")"
+	if e.cause != nil {
+		s += ": " + e.cause.Error()
+	}
+	return s
+}
+
+// Unwrap gives the errno.
+func (e *Error) Unwrap() error { return e.Errno }
+
+// Is matches the sentinel of the error's kind and, for an acquire that its
+// context ended, ctx.Err().
+func (e *Error) Is(target error) bool {
+	return target != nil && (target == e.kind || target == e.cause)
+}
+
+// errnoKind maps an errno to the sentinel it means in any operation.
+// ENOENT is ErrNotFound only for reads (for Open it means a missing region
+// file: errors.Is(err, os.ErrNotExist)); the read wrappers set it.
+var errnoKind = map[syscall.Errno]error{
+	syscall.EBUSY:     ErrBusy,
+	syscall.ETIMEDOUT: ErrBusy,
+	syscall.EXDEV:     ErrScope,
+	syscall.ESTALE:    ErrOwnershipLost,
+}
+
+func newError(op string, errno syscall.Errno, msg string) *Error {
+	return &Error{Errno: errno, Op: op, Message: msg, kind: errnoKind[errno]}
+}
+
+// StaleError is the failure of a commit, renew or release whose token is no
+// longer current: errors.Is(err, ErrStale), errors.Is(err,
+// ErrOwnershipLost) and errors.Is(err, syscall.ESTALE) all hold.
+type StaleError struct {
+	Op       string // "commit", "renew", "release"
+	Key      string // the lease's key
+	Record   string // the record, for a commit
+	Token    uint64 // the token that was refused
+	Accepted uint64 // commit: the greatest token the record had accepted; else 0
+	Message  string // fl_last_error()
+}
+
+func (e *StaleError) Error() string {
+	s := fmt.Sprintf("fencelock: %s: ownership lost: token %d", e.Op, e.Token)
+	if e.Record != "" {
+		s += fmt.Sprintf(" refused by record %q, which accepted %d", e.Record, e.Accepted)
+	}
+	if e.Message != "" {
+		s += " (" + e.Message + ")"
+	}
+	return s
+}
+
+// Unwrap gives ErrOwnershipLost (which wraps ErrStale).
+func (e *StaleError) Unwrap() error { return ErrOwnershipLost }
+
+// Is matches syscall.ESTALE.
+func (e *StaleError) Is(target error) bool { return target == syscall.ESTALE }
+
+// stale turns an ESTALE *Error into a *StaleError; other errors pass.
+func stale(err *Error, l *Lease, record string, accepted uint64) error {
+	if err == nil {
+		return nil
+	}
+	if err.Errno != syscall.ESTALE {
+		return err
+	}
+	return &StaleError{Op: err.Op, Key: l.Key, Record: record, Token: l.Token,
+		Accepted: accepted, Message: err.Message}
+}
+
+// orNil converts a nil *Error into a nil error (a nil *Error in an error
+// interface is not nil).
+func (e *Error) orNil() error {
+	if e == nil {
+		return nil
+	}
+	return e
+}

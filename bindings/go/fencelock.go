@@ -1,0 +1,222 @@
+// Package fencelock is the Go binding of libfencelock: leased locks with
+// fencing tokens for the processes of one host.
+//
+// A Region is one region file kept by fencelockd.  Acquire returns a Lease
+// whose Token is greater than every earlier token of its key.  A lease can
+// end while its holder is paused (SIGSTOP, GC, swap), so the lock alone does
+// not protect a resource: Commit is the fenced write, and a Commit with a
+// token older than one the record has accepted fails with ErrStale (also
+// ErrOwnershipLost).  Stop then; never retry with the same token.
+//
+// Every method may be called from any goroutine; one Region may be shared.
+// The C library's errors are negative errno values with a per-thread
+// message (fl_last_error()); each wrapper locks its goroutine to the OS
+// thread for the call and the read of that message, so the message in an
+// *Error is the one of that call.  Errors: ErrBusy, ErrStale,
+// ErrOwnershipLost, ErrScope, ErrNotFound, ErrClosed as sentinels for
+// errors.Is; the errno in every *Error for errors.Is(err, syscall.EXXX).
+//
+// A Region belongs to the process that opened it (a forked child gets
+// ECHILD); Go programs fork only through os/exec, so this rarely matters.
+package fencelock
+
+/*
+#cgo pkg-config: fencelock
+#include <stdlib.h>
+#include <time.h>
+#include <fencelock.h>
+
+static uint64_t flgo_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+*/
+import "C"
+
+import (
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// Region is this process's handle on one region file.
+type Region struct {
+	// mu is read-held by every call that uses c; Close takes it for
+	// writing, so no call can run on an unmapped region.
+	mu   sync.RWMutex
+	c    *C.fl_region
+	path string
+	// readCap is the first buffer size Read tries (grown on ENOBUFS).
+	readCap int
+
+	kaMu       sync.Mutex
+	keepalives map[*keepalive]struct{} // running; Close stops them first
+}
+
+// call runs one C function on a locked OS thread and, if it returns a
+// negative errno, reads fl_last_error() on that same thread (the message is
+// per thread, and a goroutine may move to another thread between two cgo
+// calls).  Every wrapper goes through it, so wrapping another C function is
+// one call: err := call("op", func() C.int { return C.fl_xxx(...) }).
+func call(op string, f func() C.int) *Error {
+	runtime.LockOSThread()
+	rc := f()
+	if rc >= 0 {
+		runtime.UnlockOSThread()
+		return nil
+	}
+	msg := C.GoString(C.fl_last_error())
+	runtime.UnlockOSThread()
+	return newError(op, syscall.Errno(-rc), msg)
+}
+
+// handle returns the C handle with r.mu read-held; the caller must call
+// r.mu.RUnlock() when it returns nil error.
+func (r *Region) handle(op string) (*C.fl_region, error) {
+	r.mu.RLock()
+	if r.c == nil {
+		r.mu.RUnlock()
+		return nil, &Error{Errno: syscall.EBADF, Op: op, Message: "region is closed", kind: ErrClosed}
+	}
+	return r.c, nil
+}
+
+// cString returns s as a NUL-terminated byte slice for C.  A Go string may
+// contain NUL bytes; C would silently cut the name there (and "a\x00b"
+// would name the key "a"), so such names are refused.
+func cString(op, what, s string) ([]byte, *Error) {
+	if strings.IndexByte(s, 0) >= 0 {
+		return nil, &Error{Errno: syscall.EINVAL, Op: op, Message: what + " contains a NUL byte"}
+	}
+	b := make([]byte, len(s)+1)
+	copy(b, s)
+	return b, nil
+}
+
+func cptr(b []byte) *C.char { return (*C.char)(unsafe.Pointer(&b[0])) }
+
+// Open opens a region and registers this process with its supervisor.
+// region "" means $FENCELOCK_REGION if set, else DefaultRegionPath().  With
+// no supervisor running the region is still opened, unregistered (see
+// Registered).  A region file that does not exist gives an error for which
+// errors.Is(err, os.ErrNotExist) holds; one not ready yet (fencelockd
+// starting) gives syscall.EAGAIN.
+func Open(region string) (*Region, error) {
+	return open("open", region, func(p *C.char, out **C.fl_region) C.int { return C.fl_open(p, out) })
+}
+
+// OpenReadOnly opens a region for inspection only (Info, Locks, Records,
+// Clients, Read, ReadU64), without registering.
+func OpenReadOnly(region string) (*Region, error) {
+	return open("open read-only", region, func(p *C.char, out **C.fl_region) C.int {
+		return C.fl_open_readonly(p, out)
+	})
+}
+
+func open(op, region string, f func(*C.char, **C.fl_region) C.int) (*Region, error) {
+	var p *C.char
+	if region != "" {
+		b, err := cString(op, "region path", region)
+		if err != nil {
+			return nil, err
+		}
+		p = cptr(b)
+	}
+	var c *C.fl_region
+	if err := call(op, func() C.int { return f(p, &c) }); err != nil {
+		return nil, err
+	}
+	r := &Region{c: c, path: C.GoString(C.fl_region_path(c)), readCap: 256,
+		keepalives: map[*keepalive]struct{}{}}
+	var info C.fl_region_info
+	if C.fl_region_info_get(c, &info) == 0 && int(info.record_size) < r.readCap {
+		r.readCap = int(info.record_size)
+	}
+	return r, nil
+}
+
+// Close stops the region's running keepalives, then unmaps the region and
+// ends the registration.  Locks still held through it are released as if
+// the process had died (their next holders see OwnerDiedPrevious).  Leases
+// of the region must not be used afterwards: their calls return ErrClosed.
+// Closing twice is harmless.
+func (r *Region) Close() error {
+	r.kaMu.Lock()
+	kas := make([]*keepalive, 0, len(r.keepalives))
+	for ka := range r.keepalives {
+		kas = append(kas, ka)
+	}
+	r.kaMu.Unlock()
+	for _, ka := range kas {
+		ka.stop()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.c != nil {
+		C.fl_close(r.c)
+		r.c = nil
+	}
+	return nil
+}
+
+// Path is the region file this handle maps.
+func (r *Region) Path() string { return r.path }
+
+// Registered reports whether the handle is registered with a supervisor
+// (death detection on).  False for a closed or read-only handle.
+func (r *Region) Registered() bool {
+	c, err := r.handle("registered")
+	if err != nil {
+		return false
+	}
+	defer r.mu.RUnlock()
+	return C.fl_region_registered(c) == 1
+}
+
+// DefaultRegionPath is the region used when none is given:
+// $FENCELOCK_REGION if set, else /dev/shm/fencelock-<uid>/region.
+func DefaultRegionPath() (string, error) {
+	buf := make([]byte, 4096)
+	if err := call("default region path", func() C.int {
+		return C.fl_default_region_path(cptr(buf), C.size_t(len(buf)))
+	}); err != nil {
+		return "", err
+	}
+	return C.GoString(cptr(buf)), nil
+}
+
+// Deadlines: the C library gives CLOCK_MONOTONIC nanoseconds (the caller's
+// own, time namespaces included).  Go's monotonic clock is CLOCK_MONOTONIC
+// too, but a time.Time cannot be built from a raw reading, so both clocks are
+// read once at start-up and every deadline is monoBase's time.Time plus the
+// difference.  The result carries a monotonic reading: Sub, Before, After
+// and time.Until compare it with time.Now() exactly (to the microsecond or
+// so of the start-up reading).  Its wall-clock part is for display only and
+// drifts from the wall clock when that is stepped.
+var monoBase uint64
+var timeBase time.Time
+
+func init() {
+	m1 := uint64(C.flgo_mono_ns())
+	timeBase = time.Now()
+	m2 := uint64(C.flgo_mono_ns())
+	monoBase = m1 + (m2-m1)/2
+}
+
+func monoToTime(ns uint64) time.Time {
+	return timeBase.Add(time.Duration(int64(ns - monoBase)))
+}
+
+// durationNs converts a lease length for C: 0 for a negative one, which C
+// refuses with EINVAL like 0.
+func durationNs(d time.Duration) C.uint64_t {
+	if d < 0 {
+		return 0
+	}
+	return C.uint64_t(d)
+}

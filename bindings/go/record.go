@@ -1,0 +1,126 @@
+package fencelock
+
+/*
+#include <fencelock.h>
+*/
+import "C"
+
+import (
+	"syscall"
+	"unsafe"
+)
+
+// Commit writes data to record, fenced by l.Token: it takes effect if and
+// only if the token is >= the greatest the record has accepted (> with
+// strict), in one atomic step.  The record is created by its first commit
+// and bound to the lease's key.  It returns the accepted token (l.Token on
+// success).  Errors: a *StaleError (ErrStale, ErrOwnershipLost) carrying the
+// token the record had accepted; ErrScope if the record belongs to another
+// key; an *Error with EMSGSIZE, EINVAL, ENOSPC or EPROTO otherwise.  It
+// checks the token against the record, not the lease's deadline.
+func (r *Region) Commit(l *Lease, record string, data []byte, strict bool) (accepted uint64, err error) {
+	name, cerr := cString("commit", "record name", record)
+	if cerr != nil {
+		return 0, cerr
+	}
+	c, err := r.handle("commit")
+	if err != nil {
+		return 0, err
+	}
+	defer r.mu.RUnlock()
+	var p unsafe.Pointer
+	if len(data) > 0 {
+		p = unsafe.Pointer(&data[0])
+	}
+	var acc C.uint64_t
+	e := call("commit", func() C.int {
+		return C.fl_commit(c, &l.c, cptr(name), p, C.size_t(len(data)), commitFlags(strict), &acc)
+	})
+	return uint64(acc), stale(e, l, record, uint64(acc))
+}
+
+// CommitU64 commits one 64-bit value (8 bytes, little-endian): the
+// fenced-pointer pattern.  Errors as Commit.
+func (r *Region) CommitU64(l *Lease, record string, value uint64, strict bool) (accepted uint64, err error) {
+	name, cerr := cString("commit", "record name", record)
+	if cerr != nil {
+		return 0, cerr
+	}
+	c, err := r.handle("commit")
+	if err != nil {
+		return 0, err
+	}
+	defer r.mu.RUnlock()
+	var acc C.uint64_t
+	e := call("commit", func() C.int {
+		return C.fl_commit_u64(c, &l.c, cptr(name), C.uint64_t(value), commitFlags(strict), &acc)
+	})
+	return uint64(acc), stale(e, l, record, uint64(acc))
+}
+
+func commitFlags(strict bool) C.unsigned {
+	if strict {
+		return C.FL_COMMIT_STRICT
+	}
+	return 0
+}
+
+// Read returns the current value of record (exactly the bytes of one
+// accepted commit) and the token that wrote it.  ErrNotFound if it was
+// never committed; an *Error with EBADMSG if fencelockd could not vouch for
+// it after an unclean stop (the next commit replaces it).
+func (r *Region) Read(record string) (data []byte, fence uint64, err error) {
+	name, cerr := cString("read", "record name", record)
+	if cerr != nil {
+		return nil, 0, cerr
+	}
+	c, err := r.handle("read")
+	if err != nil {
+		return nil, 0, err
+	}
+	defer r.mu.RUnlock()
+	buf := make([]byte, r.readCap)
+	for {
+		var n C.size_t
+		var f C.uint64_t
+		e := call("read", func() C.int {
+			return C.fl_read(c, cptr(name), unsafe.Pointer(&buf[0]), C.size_t(len(buf)), &n, &f)
+		})
+		if e == nil {
+			return buf[:n:n], uint64(f), nil
+		}
+		if e.Errno != syscall.ENOBUFS {
+			return nil, 0, readError(e)
+		}
+		// The value is longer than buf: *len is its length (it may have
+		// grown again by the next try; then we grow again).
+		buf = make([]byte, int(n))
+	}
+}
+
+// ReadU64 reads a record written by CommitU64.  An *Error with EPROTO if the
+// record does not hold exactly 8 bytes; ErrNotFound as Read.
+func (r *Region) ReadU64(record string) (value, fence uint64, err error) {
+	name, cerr := cString("read", "record name", record)
+	if cerr != nil {
+		return 0, 0, cerr
+	}
+	c, err := r.handle("read")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer r.mu.RUnlock()
+	var v, f C.uint64_t
+	e := call("read", func() C.int { return C.fl_read_u64(c, cptr(name), &v, &f) })
+	if e != nil {
+		return 0, 0, readError(e)
+	}
+	return uint64(v), uint64(f), nil
+}
+
+func readError(e *Error) error {
+	if e.Errno == syscall.ENOENT {
+		e.kind = ErrNotFound
+	}
+	return e
+}
