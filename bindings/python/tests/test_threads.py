@@ -34,7 +34,9 @@ def test_threads_acquire_different_keys_through_one_region(region):  # I1
 def test_a_waiting_thread_does_not_block_the_others(region, other):  # I6
     held = region.acquire("handoff", lease=30)
     got = []
-    waiter = threading.Thread(target=lambda: got.append(other.acquire("handoff", timeout=20)))
+    # timeout=None: wait without limit (a try would fail here: the key is held)
+    waiter = threading.Thread(target=lambda: got.append(other.acquire("handoff", timeout=None)),
+                              daemon=True)
     waiter.start()
     # The waiter sleeps inside fl_acquire; this thread still runs and releases.
     while not any(i.key == "handoff" and i.waiters for i in region.locks()):
