@@ -14,7 +14,7 @@ package, then on the loader's path.
 from ._errors import (Busy, Error, ForkedHandle, NotFound, OwnershipLost, ScopeMismatch,
                       StaleFence, err_name, strerror)
 from ._info import ClientInfo, LockInfo, RecordInfo, RegionInfo
-from ._native import KEY_MAX, TOKEN_EPOCH_SHIFT, TOKEN_MAX, has as _has
+from ._native import KEY_MAX, TOKEN_EPOCH_SHIFT, TOKEN_MAX
 from ._region import Keepalive, Lease, Region, default_region_path, open
 
 __all__ = [

@@ -2,7 +2,6 @@
 while others run (ctypes drops the GIL for the call)."""
 import threading
 
-import fencelock
 
 
 def test_threads_acquire_different_keys_through_one_region(region):  # I1
