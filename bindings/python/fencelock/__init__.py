@@ -1,0 +1,36 @@
+# SPDX-License-Identifier: MIT
+"""fencelock: leased locks with fencing tokens, for the processes of one host.
+
+A pure-Python binding (ctypes) of libfencelock; see include/fencelock.h for the
+semantics of every call and README.md ("Python") for an overview.
+
+    import fencelock
+    with fencelock.open(path) as region:
+        with region.acquire("jobs/42", lease=5.0, timeout=1.0) as lease:
+            region.commit(lease, "jobs/42/state", b"done")
+
+The C library is found through $FENCELOCK_LIB, then beside an installed
+package, then on the loader's path.
+"""
+from ._errors import (Busy, Error, ForkedHandle, NotFound, OwnershipLost, ScopeMismatch,
+                      StaleFence, err_name, strerror)
+from ._info import ClientInfo, LockInfo, RecordInfo, RegionInfo
+from ._native import KEY_MAX, TOKEN_EPOCH_SHIFT, TOKEN_MAX
+from ._region import Keepalive, Lease, Region, default_region_path, open
+
+__all__ = [
+    "open", "Region", "Lease", "Keepalive", "default_region_path", "strerror", "err_name",
+    "Error", "Busy", "OwnershipLost", "StaleFence", "ScopeMismatch", "ForkedHandle",
+    "NotFound", "RegionInfo", "LockInfo", "RecordInfo", "ClientInfo", "KEY_MAX",
+    "TOKEN_MAX", "TOKEN_EPOCH_SHIFT", "token_epoch", "token_counter",
+]
+
+
+def token_epoch(token):
+    """FL_TOKEN_EPOCH(): the supervisor epoch a token belongs to."""
+    return token >> TOKEN_EPOCH_SHIFT
+
+
+def token_counter(token):
+    """FL_TOKEN_COUNTER(): the acquisition count within the epoch."""
+    return token & ((1 << TOKEN_EPOCH_SHIFT) - 1)

@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: MIT
+"""Exceptions: one class per error a caller handles differently, Error for the rest.
+
+The C library's detailed message (fl_last_error()) is thread-local and valid
+until the next fencelock call on the same thread, so raise_for() must be the
+first thing called after a failing C call, in the same Python function, with
+nothing in between that could call into the library.
+"""
+import errno as _errno
+
+from ._native import lib
+
+
+def strerror(err):
+    """fl_strerror(): the library's short message for an errno value (either sign)."""
+    return lib.fl_strerror(-abs(int(err))).decode("utf-8", "replace")
+
+
+def err_name(err):
+    """fl_err_name(): the symbolic name of an errno value ("ESTALE"); "E?" when unknown."""
+    return lib.fl_err_name(-abs(int(err))).decode("ascii", "replace")
+
+
+class Error(OSError):
+    """A fencelock call failed.  errno (positive), strerror, .name ("EPROTO") and
+    .detail (the library's fl_last_error() text for this failure)."""
+
+    def __init__(self, err, message=None, detail=""):
+        err = abs(int(err))
+        super().__init__(err, message if message is not None else strerror(err))
+        self.name = err_name(err)
+        self.detail = detail
+
+    def __str__(self):
+        s = f"{self.name}: {self.strerror}"
+        if self.detail and self.detail not in s:
+            s += f": {self.detail}"
+        return s
+
+    def __reduce__(self):  # picklable (multiprocessing sends exceptions back)
+        return (_rebuild, (type(self), self.errno, self.strerror, self.detail, self.__dict__))
+
+
+def _rebuild(cls, err, message, detail, state):
+    e = cls.__new__(cls)
+    Error.__init__(e, err, message, detail)
+    e.__dict__.update(state)
+    return e
+
+
+class Busy(Error):
+    """Not acquired in time: the key stayed held (EBUSY for a try, ETIMEDOUT for a wait)."""
+
+
+class OwnershipLost(Error):
+    """ESTALE: the lease is no longer the key's current holding (it expired and was taken
+    over, or was released).  Stop the work; never retry with the same token."""
+
+
+class StaleFence(OwnershipLost):
+    """A commit was rejected: the record already accepted a greater token (or an equal one
+    for a strict commit).  .token is the rejected token, .accepted the record's."""
+
+    def __init__(self, err, message=None, detail="", token=0, accepted=0):
+        super().__init__(err, message, detail)
+        self.token = token
+        self.accepted = accepted
+
+    def __str__(self):
+        return (f"{super().__str__()} (token {self.token}, record accepted {self.accepted})")
+
+
+class ScopeMismatch(Error):
+    """EXDEV: the record is fenced by another key than the lease's (I8)."""
+
+
+class ForkedHandle(Error):
+    """ECHILD: a Region used in a process other than the one that opened it (a fork()
+    child).  Open the region again in the child: fencelock.open(path)."""
+
+
+class NotFound(Error, KeyError):
+    """ENOENT from read(): the record was never committed.  Also a KeyError."""
+
+    def __str__(self):  # KeyError.__str__ would show repr(args)
+        return Error.__str__(self)
+
+
+# errno -> class.  Errors not listed are Error.  One line per new class.
+_CLASSES = {
+    _errno.EBUSY: Busy,
+    _errno.ETIMEDOUT: Busy,
+    _errno.ESTALE: OwnershipLost,
+    _errno.EXDEV: ScopeMismatch,
+    _errno.ECHILD: ForkedHandle,
+}
+
+
+def raise_for(rc, what="", cls=None, **extra):
+    """Raise the exception for the negative errno rc, with fl_last_error()'s text.
+    what: context put before the library's message (for example the key)."""
+    detail = lib.fl_last_error().decode("utf-8", "replace")  # first: it is thread-local
+    err = -rc
+    if cls is None:
+        cls = _CLASSES.get(err, Error)
+    if cls is ForkedHandle:
+        detail += ("; a Region belongs to the process that opened it: open the region again "
+                   "in the child (fencelock.open(path))")
+    if what:
+        detail = f"{what}: {detail}" if detail else what
+    raise cls(err, None, detail, **extra)

@@ -1,0 +1,181 @@
+# SPDX-License-Identifier: MIT
+"""The C library, loaded with ctypes: where it is found, the structs, the prototypes.
+
+Everything here mirrors include/fencelock.h and nothing else: no policy, no
+exceptions other than ImportError when the library cannot be found.
+
+Adding a C function to the binding is one line in PROTOTYPES (and the method
+that uses it).  A function this library build does not export is left unbound
+(``has(name)`` says so), so the binding loads against an older library.
+"""
+import ctypes
+import ctypes.util
+import os
+import sysconfig
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_int, c_int32, c_int64,
+                    c_size_t, c_uint, c_uint32, c_uint64, c_void_p)
+
+SONAME = "libfencelock.so.0"
+
+# Constants of fencelock.h.
+KEY_MAX = 127
+TOKEN_MAX = (1 << 63) - 1
+TOKEN_EPOCH_SHIFT = 40
+WAIT_FOREVER = -1
+LEASE_EXPIRED = 0x1
+LEASE_OWNER_DIED = 0x2
+COMMIT_STRICT = 0x1
+LOCK_FREE, LOCK_HELD, LOCK_EXPIRED = 0, 1, 2
+
+
+class FlLease(Structure):
+    _fields_ = [("token", c_uint64), ("deadline_ns", c_uint64), ("slot", c_uint32),
+                ("flags", c_uint32)]
+
+
+class FlRegionInfo(Structure):
+    _fields_ = [
+        ("format_version", c_uint32), ("lock_capacity", c_uint32), ("locks_used", c_uint32),
+        ("record_capacity", c_uint32), ("records_used", c_uint32), ("record_size", c_uint32),
+        ("buffer_count", c_uint32), ("client_capacity", c_uint32), ("file_size", c_uint64),
+        ("created_unix_ns", c_uint64), ("token_floor", c_uint64), ("epoch", c_uint64),
+        ("run_state", c_uint32), ("ready", c_uint32), ("started_unix_ns", c_uint64),
+        ("clean_unix_ns", c_uint64), ("supervisor_pid", c_uint32), ("same_boot", c_int32),
+        ("served", c_int32), ("records_unvouched", c_uint32), ("events_dropped", c_uint64),
+        ("boot_id", c_char * 40), ("reserved", c_uint64 * 8)]
+
+
+class FlLockInfo(Structure):
+    _fields_ = [
+        ("key", c_char * (KEY_MAX + 1)), ("state", c_int), ("token", c_uint64),
+        ("holder_pid", c_uint32), ("holder_client", c_uint32), ("holder_client_id", c_uint64),
+        ("lease_left_ns", c_int64), ("waiters", c_uint32), ("last_release", c_uint32),
+        ("acquisitions", c_uint64), ("contended", c_uint64), ("expiries_taken", c_uint64),
+        ("deaths", c_uint64), ("renewals", c_uint64), ("renew_failed", c_uint64),
+        ("releases", c_uint64), ("release_failed", c_uint64), ("last_stale_token", c_uint64),
+        ("last_stale_pid", c_uint32), ("last_stale_op", c_uint32), ("busy", c_uint64),
+        ("timeouts", c_uint64), ("reserved", c_uint64 * 8)]
+
+
+class FlRecordInfo(Structure):
+    _fields_ = [
+        ("name", c_char * (KEY_MAX + 1)), ("bound_key", c_char * (KEY_MAX + 1)),
+        ("accepted_token", c_uint64), ("version", c_uint64), ("size", c_uint32),
+        ("last_rejected_pid", c_uint32), ("commits", c_uint64), ("rejections", c_uint64),
+        ("last_rejected_token", c_uint64), ("last_rejected_accepted", c_uint64),
+        ("last_rejected_op", c_uint32), ("unvouched", c_uint32), ("repeats", c_uint64),
+        ("reserved", c_uint64 * 8)]
+
+
+class FlClientInfo(Structure):
+    _fields_ = [("index", c_uint32), ("pid", c_uint32), ("uid", c_uint32),
+                ("attached", c_uint32), ("client_id", c_uint64), ("reserved", c_uint64 * 8)]
+
+
+# The structs the size test compares with the C header (C name -> ctypes class).
+STRUCTS = {"fl_lease": FlLease, "fl_region_info": FlRegionInfo, "fl_lock_info": FlLockInfo,
+           "fl_record_info": FlRecordInfo, "fl_client_info": FlClientInfo}
+
+# void (*fl_lost_fn)(void *arg, const fl_lease *lease, int err)
+LOST_FN = CFUNCTYPE(None, c_void_p, POINTER(FlLease), c_int)
+
+_region_p = c_void_p  # fl_region * (opaque)
+_keepalive_p = c_void_p  # fl_keepalive * (opaque)
+_u64p = POINTER(c_uint64)
+
+# name -> (restype, argtypes), in the order of fencelock.h.
+PROTOTYPES = {
+    "fl_open": (c_int, [c_char_p, POINTER(_region_p)]),
+    "fl_open_readonly": (c_int, [c_char_p, POINTER(_region_p)]),
+    "fl_close": (None, [_region_p]),
+    "fl_acquire": (c_int, [_region_p, c_char_p, c_uint64, c_int64, POINTER(FlLease)]),
+    "fl_renew": (c_int, [_region_p, POINTER(FlLease), c_uint64]),
+    "fl_release": (c_int, [_region_p, POINTER(FlLease)]),
+    "fl_check": (c_int, [_region_p, POINTER(FlLease)]),
+    "fl_commit": (c_int, [_region_p, POINTER(FlLease), c_char_p, c_void_p, c_size_t, c_uint,
+                          _u64p]),
+    "fl_read": (c_int, [_region_p, c_char_p, c_void_p, c_size_t, POINTER(c_size_t), _u64p]),
+    "fl_commit_u64": (c_int, [_region_p, POINTER(FlLease), c_char_p, c_uint64, c_uint, _u64p]),
+    "fl_read_u64": (c_int, [_region_p, c_char_p, _u64p, _u64p]),
+    "fl_keepalive_start": (c_int, [_region_p, POINTER(FlLease), c_uint64, LOST_FN, c_void_p,
+                                   POINTER(_keepalive_p)]),
+    "fl_keepalive_fd": (c_int, [_keepalive_p]),
+    "fl_keepalive_status": (c_int, [_keepalive_p, POINTER(FlLease)]),
+    "fl_keepalive_stop": (c_int, [_keepalive_p, POINTER(FlLease)]),
+    "fl_strerror": (c_char_p, [c_int]),
+    "fl_err_name": (c_char_p, [c_int]),
+    "fl_last_error": (c_char_p, []),
+    "fl_default_region_path": (c_int, [c_char_p, c_size_t]),
+    "fl_region_registered": (c_int, [_region_p]),
+    "fl_region_path": (c_char_p, [_region_p]),
+    "fl_region_info_get": (c_int, [_region_p, POINTER(FlRegionInfo)]),
+    "fl_lock_info_get": (c_int, [_region_p, c_uint32, POINTER(FlLockInfo)]),
+    "fl_record_info_get": (c_int, [_region_p, c_uint32, POINTER(FlRecordInfo)]),
+    "fl_client_info_get": (c_int, [_region_p, c_uint32, POINTER(FlClientInfo)]),
+}
+
+
+def _candidates():
+    """Where to look for the library, in order (see README, "Python")."""
+    env = os.environ.get("FENCELOCK_LIB")
+    if env:
+        # Explicit: only this one, so a wrong value is an error, not a fallback.
+        return [env], True
+    found = []
+    here = os.path.dirname(os.path.abspath(__file__))
+    # An installed package: cmake --install writes the way from the package
+    # to the library directory into _install_paths.py.
+    try:
+        from . import _install_paths
+        found.append(os.path.normpath(os.path.join(here, _install_paths.LIBDIR_FROM_PACKAGE,
+                                                   SONAME)))
+    except ImportError:
+        pass
+    # <prefix>/lib[/<multiarch>]/python3/dist-packages/fencelock -> <prefix>/lib...
+    multiarch = sysconfig.get_config_var("MULTIARCH") or ""
+    d = here
+    for _ in range(5):
+        d = os.path.dirname(d)
+        for sub in ("", "lib", os.path.join("lib", multiarch) if multiarch else None, "lib64"):
+            if sub is not None:
+                found.append(os.path.join(d, sub, SONAME))
+    seen = set()
+    files = [p for p in found if not (p in seen or seen.add(p)) and os.path.isfile(p)]
+    # Then the loader's own path.
+    files += [SONAME]
+    name = ctypes.util.find_library("fencelock")
+    if name and name != SONAME:
+        files.append(name)
+    return files, False
+
+
+def load():
+    """Load libfencelock and bind PROTOTYPES.  ImportError names what was tried."""
+    paths, explicit = _candidates()
+    errors = []
+    for p in paths:
+        try:
+            lib = ctypes.CDLL(p, use_errno=False)
+            break
+        except OSError as e:
+            errors.append(f"{p}: {e}")
+    else:
+        hint = ("" if explicit else
+                "; set FENCELOCK_LIB to the library's path (for example build/libfencelock.so)")
+        raise ImportError("fencelock: cannot load the C library (" + "; ".join(errors) + ")"
+                          + hint)
+    for name, (restype, argtypes) in PROTOTYPES.items():
+        fn = getattr(lib, name, None)
+        if fn is None:
+            continue  # an older library: has(name) is False
+        fn.restype = restype
+        fn.argtypes = argtypes
+    return lib
+
+
+lib = load()
+
+
+def has(name):
+    """True if the loaded library exports the C function name."""
+    return getattr(lib, name, None) is not None

@@ -1,0 +1,56 @@
+# SPDX-License-Identifier: MIT
+"""The inspection API (Region.info/locks/records/clients) and the paths."""
+import os
+
+import fencelock
+
+
+def test_info_locks_records_clients(daemon, region):
+    with region.acquire("inspect/key", lease=30) as lease:
+        region.commit(lease, "inspect/rec", b"12345")
+        info = region.info()
+        assert info.lock_capacity == 256 and info.record_capacity == 64
+        assert info.ready == 1 and info.served == 1 and info.same_boot == 1
+        assert info.epoch == fencelock.token_epoch(lease.token)
+        assert len(info.boot_id) == 36
+        locks = {l.key: l for l in region.locks()}
+        li = locks["inspect/key"]
+        assert li.state == 1 and li.token == lease.token and li.holder_pid == os.getpid()
+        assert 0 < li.lease_left_ns <= 30e9
+        rec = {r.name: r for r in region.records()}["inspect/rec"]
+        assert rec.bound_key == "inspect/key" and rec.accepted_token == lease.token
+        assert rec.size == 5 and rec.version == 1
+        mine = [c for c in region.clients() if c.pid == os.getpid()]
+        assert mine and all(c.attached == 1 for c in mine)
+        assert info.supervisor_pid == daemon.proc.pid
+
+
+def test_readonly_handle_reads_and_inspects(daemon, region):
+    with region.acquire("k") as lease:
+        region.commit(lease, "k", b"v")
+    with fencelock.open(daemon.region, readonly=True) as ro:
+        assert ro.read("k")[0] == b"v"
+        assert [l.key for l in ro.locks()] == ["k"]
+        try:
+            ro.acquire("k")
+            raise AssertionError("a read-only handle acquired")
+        except fencelock.Error as e:
+            assert e.errno == 22
+
+
+def test_paths(daemon, region, monkeypatch):
+    assert region.path == daemon.region
+    monkeypatch.setenv("FENCELOCK_REGION", daemon.region)
+    assert fencelock.default_region_path() == daemon.region
+    with fencelock.open() as r:
+        assert r.path == daemon.region and r.registered
+    monkeypatch.delenv("FENCELOCK_REGION")
+    assert fencelock.default_region_path() == f"/dev/shm/fencelock-{os.getuid()}/region"
+
+
+def test_unregistered_without_a_supervisor(daemon):  # I10
+    daemon.stop()
+    with fencelock.open(daemon.region) as r:
+        assert not r.registered
+        with r.acquire("k", timeout=0) as lease:
+            assert r.commit(lease, "k", b"still fenced") == lease.token
