@@ -93,6 +93,8 @@ const char run_usage[] =
     "\n"
     "Options (they come before KEY):\n"
     "  -r, --region PATH      the region file (default: $FENCELOCK_REGION, else\n"
+    "                         /run/fencelock/region for root, else\n"
+    "                         $XDG_RUNTIME_DIR/fencelock/region, else\n"
     "                         /dev/shm/fencelock-UID/region)\n"
     "  -l, --lease DURATION   lease length (default 30s, at least 250ms: the\n"
     "                         shortest that renewal keeps on a loaded machine);\n"

@@ -51,6 +51,8 @@ const char status_usage[] =
     "\n"
     "Options:\n"
     "  -r, --region PATH  the region file (default: $FENCELOCK_REGION, else\n"
+    "                     /run/fencelock/region for root, else\n"
+    "                     $XDG_RUNTIME_DIR/fencelock/region, else\n"
     "                     /dev/shm/fencelock-UID/region)\n"
     "      --json         print one JSON document instead of tables (with\n"
     "                     --watch: one document per refresh)\n"
