@@ -29,6 +29,7 @@
 #include "fencelock.h"
 #include "guard.h"
 #include "json.h"
+#include "status_unreg.h"
 
 const char status_usage[] =
     "Usage: fencelock status [-r PATH] [--prefix PREFIX] [--json]\n"
@@ -72,6 +73,12 @@ const char status_usage[] =
     "  PID, UID   the client process\n"
     "  STATE      attached (connected to the running supervisor) or adopted\n"
     "             (registered before a supervisor restart, watched by pid)\n"
+    "\n"
+    "Unregistered clients (shown only when there are any; JSON: \"unregistered\"):\n"
+    "  processes still running that opened the region but could not register\n"
+    "  with a supervisor (none running, or its socket refused them: mode, group),\n"
+    "  so their locks outlive them until the leases end: PID, UID, when they\n"
+    "  opened, and the REASON; the region keeps the latest 32\n"
     "\n"
     "Locks table, one row per key:\n"
     "  KEY        the key; bytes outside printable ASCII are shown as \\xNN and\n"
@@ -239,6 +246,7 @@ struct snapshot {
     uint32_t *record_slots; /* the same for records[] */
     size_t n_records;
     struct skipped skipped; /* slots in use that are not listed, and why */
+    struct unreg_list unreg; /* running clients that could not register */
 };
 
 static void free_snapshot(struct snapshot *s)
@@ -364,6 +372,8 @@ static int read_snapshot(fl_region *r, const char *path, struct snapshot *s)
         rc = read_locks(r, s);
     if (rc == CLI_EXIT_OK)
         rc = read_records(r, s);
+    if (rc == CLI_EXIT_OK)
+        unreg_read(r, &s->unreg);
     /* The library asks the supervisor's flock, which a reused pid cannot fake. */
     s->supervisor_alive = s->region.served != 0;
     return rc;
@@ -874,6 +884,7 @@ static void print_text(FILE *f, const struct snapshot *s)
     print_region(f, s);
     print_section(f, "Clients", client_columns, N_OF(client_columns), s->clients,
                   sizeof *s->clients, s->n_clients);
+    unreg_print_text(f, &s->unreg);
     print_section(f, "Locks", lock_columns, N_OF(lock_columns), s->locks, sizeof *s->locks,
                   s->n_locks);
     print_skipped(f, "  ", s->skipped.locks, s->region.locks_used, true);
@@ -1086,6 +1097,7 @@ static void print_json(FILE *f, const struct snapshot *s)
     fputs(",\n", f);
     json_array(f, "clients", s->clients, sizeof *s->clients, s->n_clients, json_client_item,
                false);
+    unreg_print_json(f, &s->unreg);
     json_array(f, "locks", s->locks, sizeof *s->locks, s->n_locks, json_lock_item, false);
     json_array(f, "records", s->records, sizeof *s->records, s->n_records, json_record_item,
                false);
