@@ -160,7 +160,9 @@ static void test_fresh_region(void **state)
     free(out);
 
     char *json = status(region, true);
-    assert_json(json, "[\"clients\", \"locks\", \"records\", \"region\", \"skipped\", \"time\"]",
+    assert_json(json,
+                "[\"clients\", \"locks\", \"records\", \"region\", \"skipped\", \"time\", "
+                "\"unregistered\"]",
                 "sorted(d)");
     snprintf(want, sizeof want, "\"%s\"", region);
     assert_json(json, want, "d['region']['path']");
