@@ -147,15 +147,31 @@ typedef struct fl_lease {
  *   default path (see fl_default_region_path()).
  * out: receives the handle, to be passed to fl_close().
  *
- * If no supervisor answers on the region's socket the region is still opened
- * (I10), unregistered: locks then fall back to lease expiry when a holder
- * dies.  fl_region_registered() tells which.
+ * If this process cannot register (no supervisor answers on the region's
+ * socket, the socket refuses it: for example EACCES when it is not in the
+ * group fencelockd --group shares the region with), the region is still
+ * opened (I10), unregistered: its locks then fall back to lease expiry when
+ * it dies.  fl_open then returns 0, fl_region_registered() answers 0, and
+ * fl_last_error() (an exception to its rule of changing only on failure)
+ * says why, naming the region and the socket; the region also notes the
+ * process (pid, uid, reason) for `fencelock status`
+ * (fl_unregistered_info_get()) until fl_close.
+ *
+ * Before opening, the region's directory and file are checked (I12): the
+ * directory must be owned by the caller or root (or, for a path named by
+ * region_path or $FENCELOCK_REGION, by any user: naming it trusts its
+ * owner), and not be writable by every user unless it has the sticky bit;
+ * the file must be owned by the caller, root or the directory's owner.
+ * Group-writable directories are accepted (README "Trust model").
  *
  * Errors:
  *   -EINVAL     out is NULL
  *   -ENAMETOOLONG  the path (or its socket path) is too long
  *   -ENOENT     the region file does not exist (start fencelockd first)
  *   -EACCES     no permission to open or map the file
+ *   -EPERM      the region's directory or file is controlled by another user (owned
+ *               by another user, or a directory writable by all without the sticky
+ *               bit): fl_last_error() names it, its owner and mode
  *   -EPROTO     the file is not a fencelock region, or is corrupt or truncated
  *               (fl_last_error() says what is wrong, naming the file)
  *   -EPROTONOSUPPORT  the region has another format version than this build reads
@@ -359,8 +375,12 @@ FL_API const char *fl_err_name(int err);
  * thread; "" when no call has failed yet. */
 FL_API const char *fl_last_error(void);
 
-/* Write the region path used when none is given: $FENCELOCK_REGION if set,
- * else /dev/shm/fencelock-<uid>/region (tmpfs: stores stay in memory).
+/* Write the region path used when none is given: $FENCELOCK_REGION if set;
+ * else for root (real uid 0) /run/fencelock/region, the system-wide region;
+ * else $XDG_RUNTIME_DIR/fencelock/region (the user's session); only when
+ * that does not exist (XDG_RUNTIME_DIR unset, relative or not a directory;
+ * for root, /run missing) /dev/shm/fencelock-<uid>/region.  All are tmpfs:
+ * stores stay in memory.
  * Errors: -ENAMETOOLONG if it does not fit in cap bytes; -EINVAL for NULL. */
 FL_API int fl_default_region_path(char *buf, size_t cap);
 
@@ -489,6 +509,31 @@ typedef struct fl_client_info {
 /* Describe client table entry index (1 .. client_capacity).  Returns 0 for a
  * live client; -ENOENT for an empty entry; -ERANGE past the table; -EINVAL. */
 FL_API int fl_client_info_get(fl_region *r, uint32_t index, fl_client_info *info);
+
+/* Unregistered clients: every fl_open that ended unregistered notes itself
+ * in a table of FL_UNREGISTERED_MAX entries in the region (the latest ones:
+ * the oldest are overwritten), cleared by its fl_close.  Display only: any
+ * client of the region may write it. */
+#define FL_UNREGISTERED_MAX 32u
+
+typedef struct fl_unregistered_info {
+    uint32_t pid;            /* in the client's pid namespace */
+    uint32_t uid;            /* its real uid */
+    int32_t  reason;         /* why it is not registered, a negative errno:
+                                -ECONNREFUSED or -ENOENT no supervisor listening,
+                                -EACCES the socket refused it (mode or group), ... */
+    uint32_t reserved0;
+    uint64_t start_time;     /* the process's start (jiffies since boot, /proc/PID/stat) */
+    uint64_t opened_unix_ns; /* when it opened the region (wall clock, display only) */
+    uint64_t reserved[8];    /* zero; later fields come from here (docs/abi.md) */
+} fl_unregistered_info;
+
+/* Describe unregistered-client entry index (0 .. FL_UNREGISTERED_MAX-1).
+ * Returns 0 for a client whose process still runs (same pid and start
+ * time, seen from the caller's pid namespace); -ENOENT for an empty entry,
+ * one whose process has ended or closed the handle, or one being written;
+ * -ERANGE past the table; -EINVAL for NULL. */
+FL_API int fl_unregistered_info_get(fl_region *r, uint32_t index, fl_unregistered_info *info);
 
 #ifdef __cplusplus
 }

@@ -67,6 +67,26 @@
  *                            fl_open sleeps on it while a supervisor starts
  *   324 u32 records_unvouched  records the last start found it could not
  *                            vouch for (display; see RECORD cur)
+ *   -- unregistered clients (display only, written by any client) --
+ *   328 u32 unreg_next       entries ever claimed; a client claims entry
+ *                            unreg_next % FL__UNREG_COUNT by fetch-add, so the
+ *                            table keeps the latest 32 and overwrites the oldest
+ *   332 u32 reserved
+ *   336 UNREGISTERED ENTRY[FL__UNREG_COUNT] (FL__UNREG_SIZE = 32 each, to 1360):
+ *       0  u32 seq           claim number + 1 once filled, 0 while being
+ *                            written or after its client closed (seqlock:
+ *                            a reader keeps an entry only if seq is nonzero
+ *                            and the same before and after it copied the
+ *                            fields; see region.c UNREGISTERED CLIENTS)
+ *       4  u32 pid           the client, in its own pid namespace
+ *       8  u32 uid           its real uid
+ *       12 u32 reason        why it is not registered: a positive errno
+ *                            (ECONNREFUSED, ENOENT: no supervisor; EACCES:
+ *                            the socket refused it; ...)
+ *       16 u64 start_time    jiffies since boot of pid (/proc/PID/stat):
+ *                            tells a reused pid from the original
+ *       24 u64 time_unix_ns  when it opened (wall clock, display only)
+ *   1360 .. 4095 unused (zero)
  *
  * LOCK SLOT (FL__SLOT_SIZE = 320; the lock-word state machine is in slot.c)
  *   0   u64 state    token << 1 | HELD.  Written together with `lease` by one
@@ -150,6 +170,8 @@
 #define FL__EVENT_SIZE 64u
 #define FL__EVENT_COUNT 4096u
 #define FL__KEY_BYTES 128u
+#define FL__UNREG_COUNT 32u /* unregistered-client entries in the header */
+#define FL__UNREG_SIZE 32u
 
 /* Limits the layout can express. */
 #define FL__MAX_LOCKS ((1u << 24) - 1) /* entry + 1 fits the 24 bits of an index bucket */
@@ -272,6 +294,16 @@ struct fl__buffer {
     _Atomic uint64_t data[]; /* record_size rounded up to 8 bytes */
 };
 
+/* An unregistered client, noted by its own fl_open (see format above). */
+struct fl__unreg {
+    _Atomic uint32_t seq;
+    _Atomic uint32_t pid;
+    _Atomic uint32_t uid;
+    _Atomic uint32_t reason;
+    _Atomic uint64_t start_time;
+    _Atomic uint64_t time_unix_ns;
+};
+
 struct fl__header {
     /* immutable, checksummed */
     char magic[8];
@@ -319,7 +351,10 @@ struct fl__header {
     _Atomic uint64_t ready_boot;
     _Atomic uint32_t ready_wake;
     _Atomic uint32_t records_unvouched;
-    char pad[FL__HEADER_SIZE - 328];
+    _Atomic uint32_t unreg_next;
+    uint32_t reserved4;
+    struct fl__unreg unreg[FL__UNREG_COUNT];
+    char pad[FL__HEADER_SIZE - 336 - FL__UNREG_COUNT * FL__UNREG_SIZE];
 };
 
 #define FL__CHECKSUMMED_BYTES 144u
@@ -376,6 +411,13 @@ _Static_assert(offsetof(struct fl__header, token_floor) == 200, "header layout")
 _Static_assert(offsetof(struct fl__header, boot_id) == 224, "header layout");
 _Static_assert(offsetof(struct fl__header, run_state) == 264, "header layout");
 _Static_assert(offsetof(struct fl__header, clean_unix_ns) == 280, "header layout");
+_Static_assert(offsetof(struct fl__header, unreg_next) == 328, "header layout");
+_Static_assert(offsetof(struct fl__header, unreg) == 336, "header layout");
+_Static_assert(sizeof(struct fl__unreg) == FL__UNREG_SIZE, "unregistered entry size");
+_Static_assert(offsetof(struct fl__unreg, reason) == 12, "unregistered entry layout");
+_Static_assert(offsetof(struct fl__unreg, start_time) == 16, "unregistered entry layout");
+_Static_assert(offsetof(struct fl__unreg, time_unix_ns) == 24, "unregistered entry layout");
+_Static_assert(336 + FL__UNREG_COUNT * FL__UNREG_SIZE == 1360, "header layout");
 _Static_assert(sizeof(struct fl__header) == FL__HEADER_SIZE, "header size");
 _Static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4,
                "atomics must be plain words to be shared between processes");

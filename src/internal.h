@@ -68,6 +68,10 @@ struct fl_region {
     struct fl__keeper *keeper;
     pthread_mutex_t keeper_lock;
 
+    /* The unregistered-client entry this handle noted (unreg.c): the entry
+     * index and the seq it wrote there; unreg_seq 0 = none. */
+    uint32_t unreg_entry, unreg_seq;
+
     /* The buffer this handle last replaced or gave back, tried first by its
      * next commit (record.c): index + 1, a hint, never a holding. */
     _Atomic uint32_t buffer_hint;
@@ -140,8 +144,18 @@ struct fl__params {
 /* Create a region file at path with params, atomically (a complete file
  * appears under the name, or nothing).  -EEXIST if one is there already. */
 int fl__region_create(const char *path, const struct fl__params *p);
-/* Map and validate; readonly maps PROT_READ.  Does not register. */
+/* The same with group gid ((gid_t)-1: the creator's) and mode (fencelockd
+ * --group/--mode), both set before the file appears under path. */
+int fl__region_create_shared(const char *path, const struct fl__params *p, gid_t gid,
+                             unsigned mode);
+/* Map and validate; readonly maps PROT_READ.  Does not register.  Refuses
+ * (-EPERM) a directory or file another user controls (paths.c), with the
+ * strict rule of a default path. */
 int fl__region_map(const char *path, bool readonly, fl_region **out);
+/* The same; named: the path was named by the caller (paths.c: then the
+ * directory's owner is trusted). */
+int fl__region_map_named(const char *path, bool readonly, bool named, fl_region **out);
+
 void fl__region_unmap(fl_region *r);
 int fl__region_resolve_path(const char *path, char *buf, size_t cap);
 /* The parameters a mapped region was created with. */
@@ -161,6 +175,25 @@ int fl__test_region_create_ready(const char *path, const struct fl__params *p);
 bool fl__same_boot(const fl_region *r);
 /* Test hook: substitute the handle's clock. */
 void fl__region_set_clock(fl_region *r, fl__clock_fn fn, void *ctx);
+
+/* ---- paths.c ---- */
+/* True if region_path, or else $FENCELOCK_REGION, names the region. */
+bool fl__path_is_named(const char *region_path);
+/* The directory of a region path into buf ("." for a bare name). */
+int fl__region_dir(const char *region_path, char *buf, size_t cap);
+/* Check the region's directory (paths.c); *owner gets its owner, or
+ * (uid_t)-1 if it cannot be looked at.  0 or -EPERM with the reason. */
+int fl__check_region_dir(const char *region_path, bool named, uid_t *owner);
+/* Check the region file's owner against the caller, root and dir_owner. */
+struct stat;
+int fl__check_region_file(const char *path, const struct stat *st, uid_t dir_owner);
+
+/* ---- unreg.c ---- */
+/* Note in the region's header that this handle runs unregistered, and why
+ * (err: the registration's negative error).  Best effort, display only. */
+void fl__unreg_note(fl_region *r, int err);
+/* Clear the entry fl__unreg_note wrote, if it is still ours (fl_close). */
+void fl__unreg_clear(fl_region *r);
 
 /* ---- keys.c ---- */
 struct fl__keytab {

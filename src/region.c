@@ -97,22 +97,13 @@ int fl__region_resolve_path(const char *path, char *buf, size_t cap)
     return fl_default_region_path(buf, cap);
 }
 
-int fl_default_region_path(char *buf, size_t cap)
+int fl__region_create(const char *path, const struct fl__params *p)
 {
-    if (!buf)
-        return fl__fail(-EINVAL, "fl_default_region_path: buf is NULL");
-    const char *env = getenv(FL_REGION_ENV);
-    int n;
-    if (env && *env)
-        n = snprintf(buf, cap, "%s", env);
-    else
-        n = snprintf(buf, cap, "/dev/shm/fencelock-%u/region", (unsigned)getuid());
-    if (n < 0 || (size_t)n >= cap)
-        return fl__fail(-ENAMETOOLONG, "default region path does not fit in %zu bytes", cap);
-    return 0;
+    return fl__region_create_shared(path, p, (gid_t)-1, 0600);
 }
 
-int fl__region_create(const char *path, const struct fl__params *p)
+int fl__region_create_shared(const char *path, const struct fl__params *p, gid_t gid,
+                             unsigned mode)
 {
     struct fl__header h;
     memset(&h, 0, sizeof h);
@@ -145,6 +136,18 @@ int fl__region_create(const char *path, const struct fl__params *p)
     int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0)
         return fl__fail(fl__neg_errno(), "cannot create %s: %s", tmp, strerror(errno));
+    /* Group and mode before the name appears: nobody sees the file with
+     * other access than fencelockd --group/--mode asked for. */
+    if (gid != (gid_t)-1 && fchown(fd, (uid_t)-1, gid) != 0) {
+        err = fl__fail(fl__neg_errno(), "cannot give %s to group %u: %s", tmp, (unsigned)gid,
+                       strerror(errno));
+        goto fail;
+    }
+    if (fchmod(fd, (mode_t)mode) != 0) {
+        err = fl__fail(fl__neg_errno(), "cannot chmod %s to %04o: %s", tmp, mode,
+                       strerror(errno));
+        goto fail;
+    }
     /* The rest of the file stays zero: free slots, empty indexes, free buffers. */
     int rc = posix_fallocate(fd, 0, (off_t)h.file_size);
     if (rc != 0) {
@@ -226,6 +229,17 @@ static int fl__validate(const char *path, const struct fl__header *h, uint64_t f
 
 int fl__region_map(const char *path, bool readonly, fl_region **out)
 {
+    return fl__region_map_named(path, readonly, false, out);
+}
+
+int fl__region_map_named(const char *path, bool readonly, bool named, fl_region **out)
+{
+    /* Before the file is opened: a directory another user controls may
+     * hold their file under this name (paths.c). */
+    uid_t dir_owner;
+    int cerr = fl__check_region_dir(path, named, &dir_owner);
+    if (cerr)
+        return cerr;
     fl_region *r = calloc(1, sizeof *r);
     if (!r)
         return fl__fail(-ENOMEM, "out of memory");
@@ -264,6 +278,9 @@ int fl__region_map(const char *path, bool readonly, fl_region **out)
         err = fl__fail(-EPROTO, "region %s: not a regular file", path);
         goto fail;
     }
+    err = fl__check_region_file(path, &st, dir_owner);
+    if (err)
+        goto fail;
     struct fl__header h;
     memset(&h, 0, sizeof h);
     ssize_t n = pread(r->fd, &h, sizeof h, 0);
@@ -465,7 +482,7 @@ int fl_open(const char *region_path, fl_region **out)
     if (err)
         return err;
     fl_region *r = NULL;
-    err = fl__region_map(path, false, &r);
+    err = fl__region_map_named(path, false, fl__path_is_named(region_path), &r);
     if (err)
         return err;
     if (!r)
@@ -481,8 +498,18 @@ int fl_open(const char *region_path, fl_region **out)
         fl__region_unmap(r);
         return err;
     }
-    /* Any other failure to register (no supervisor, a supervisor that just
-     * died) leaves the handle working unregistered (I10). */
+    /* Any other failure to register (no supervisor, a socket we may not
+     * connect to, a supervisor that just died) leaves the handle working
+     * unregistered (I10), but never silently (I12): the region notes us for
+     * `fencelock status`, and fl_last_error() says why. */
+    if (err) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", fl_last_error());
+        fl__unreg_note(r, err);
+        fl__set_error("region %s opened unregistered (death detection off: locks of this "
+                      "process end only at their lease deadlines): %s",
+                      r->path, why);
+    }
     *out = r;
     return 0;
 }
@@ -495,7 +522,7 @@ int fl_open_readonly(const char *region_path, fl_region **out)
     int err = fl__region_resolve_path(region_path, path, sizeof path);
     if (err)
         return err;
-    return fl__region_map(path, true, out);
+    return fl__region_map_named(path, true, fl__path_is_named(region_path), out);
 }
 
 /* Tell the supervisor's log of a lock fl_close freed. */
@@ -536,6 +563,7 @@ void fl_close(fl_region *r)
     /* After our own reaping: tells fencelockd this is a close, not a death
      * (its log says "closed" only then). */
     fl__client_goodbye(r);
+    fl__unreg_clear(r);
     if (r->sock >= 0)
         shutdown(r->sock, SHUT_RDWR);
     fl__region_unmap(r);

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -398,8 +399,17 @@ func TestDefaultRegionPath(t *testing.T) {
 		t.Fatalf("%q %v", p, err)
 	}
 	os.Unsetenv("FENCELOCK_REGION")
-	if p, err := DefaultRegionPath(); err != nil || !strings.HasPrefix(p, "/dev/shm/fencelock-") {
-		t.Fatalf("%q %v", p, err)
+	// The documented defaults: root's system-wide region, a user's runtime
+	// directory, else the /dev/shm fallback.
+	want := fmt.Sprintf("/dev/shm/fencelock-%d/region", os.Getuid())
+	xdg := os.Getenv("XDG_RUNTIME_DIR")
+	if st, err := os.Stat("/run"); os.Getuid() == 0 && err == nil && st.IsDir() {
+		want = "/run/fencelock/region"
+	} else if st, err := os.Stat(xdg); os.Getuid() != 0 && strings.HasPrefix(xdg, "/") && err == nil && st.IsDir() {
+		want = xdg + "/fencelock/region"
+	}
+	if p, err := DefaultRegionPath(); err != nil || p != want {
+		t.Fatalf("%q %v, want %q", p, err, want)
 	}
 }
 

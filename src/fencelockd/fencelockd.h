@@ -39,6 +39,20 @@ int log_current_fd(void);
  * right after the region is mapped. */
 void sigbus_arm(const fl_region *r);
 
+/* ---- access.c: --group and --mode ---- */
+/* Parse --group (a name or number) and --mode (octal, within 0666, with
+ * 0600, without 0002): 0, or -1 after saying why on stderr. */
+int access_parse_group(const char *text, gid_t *gid);
+int access_parse_mode(const char *text, unsigned *mode);
+/* Make the region's directory (0700, or 0750-style for a group; access.c);
+ * an existing one is left as it is (a warning if gid cannot reach it). */
+void access_make_dir(const char *region_path, gid_t gid, unsigned mode);
+/* Give an existing region gid ((gid_t)-1: keep) and mode: 0, or -1 after
+ * logging region_access_failed. */
+int access_apply(fl_region *r, gid_t gid, unsigned mode);
+/* Give the socket the region file's group and mode. */
+void access_socket(const char *socket_path, const fl_region *r);
+
 /* ---- notify.c ---- */
 /* Tell systemd (NOTIFY_SOCKET) a state such as "READY=1"; no-op without it. */
 void notify_systemd(const char *state);

@@ -40,7 +40,14 @@ static const char usage_text[] =
     "\n"
     "Options:\n"
     "  -r, --region PATH        region file (default: $FENCELOCK_REGION, else\n"
-    "                           /dev/shm/fencelock-UID/region)\n"
+    "                           /run/fencelock/region for root,\n"
+    "                           $XDG_RUNTIME_DIR/fencelock/region for a user, or\n"
+    "                           /dev/shm/fencelock-UID/region when neither exists)\n"
+    "      --group GROUP        share the region with GROUP (a name or number):\n"
+    "                           the region file and REGION.sock belong to it\n"
+    "      --mode MODE          octal mode of the region file and REGION.sock\n"
+    "                           [0600; 0660 with --group]; within 0666, with\n"
+    "                           0600, never writable by others\n"
     "      --locks N            lock slots (distinct keys) of a new region [4096]\n"
     "      --records N          fenced records of a new region [1024]\n"
     "      --record-size BYTES  largest record value, 8..65536 [1024]\n"
@@ -64,7 +71,19 @@ static const char usage_text[] =
     "  -V, --version            show the version\n"
     "\n"
     "Creation parameters apply to a new region; given for an existing region\n"
-    "they must match it, or fencelockd refuses to start.\n"
+    "they must match it, or fencelockd refuses to start. --group and --mode are\n"
+    "applied to an existing region too (logged as region_access_changed; exit 3\n"
+    "if that is not permitted).\n"
+    "\n"
+    "Access: a directory fencelockd creates for the region is 0700, or with\n"
+    "--group 0750 and the group (group r-x when MODE gives the group anything,\n"
+    "others r-x when it gives others anything; never group-writable); an\n"
+    "existing one is left as it is. The region's directory must be owned by\n"
+    "fencelockd's user or root and not writable by all without the sticky bit,\n"
+    "and the region file owned by that user, root or the directory's owner:\n"
+    "else another user could replace the region, and fencelockd exits 3\n"
+    "(region_untrusted). Members of GROUP can forge the region's state: share it\n"
+    "only with users you trust (README, Trust model).\n"
     "\n"
     "Tokens are EPOCH << 40 | COUNTER. At every start fencelockd writes a new\n"
     "epoch to the state file (fsync) before any token of it is handed out, so\n"
@@ -100,7 +119,7 @@ static const char usage_text[] =
     "\n"
     "Exit status: 0 stopped by a signal; 1 runtime error; 2 bad usage;\n"
     "3 region cannot be created, is corrupt, does not match the options, or was\n"
-    "truncated; or the state file is corrupt or unwritable, the epoch space is\n"
+    "truncated, or its directory or file is controlled by another user; or the state file is corrupt or unwritable, the epoch space is\n"
     "spent, or this boot's id cannot be read;\n"
     "4 another fencelockd serves the region.\n";
 
@@ -115,6 +134,9 @@ struct options {
     uint32_t metrics_interval;
     struct fl__params params;
     bool given[5];
+    gid_t gid;           /* --group, (gid_t)-1 if not given */
+    unsigned mode;       /* --mode of the region file and socket */
+    bool access_given;   /* --group or --mode */
 };
 
 static int parse_u32(const char *name, const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
@@ -146,11 +168,15 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"syslog", no_argument, NULL, 'y'},
         {"metrics-file", required_argument, NULL, 'M'},
         {"metrics-interval", required_argument, NULL, 'I'},
+        {"group", required_argument, NULL, 'G'},
+        {"mode", required_argument, NULL, 'O'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     o->flush_interval = 30;
+    o->gid = (gid_t)-1;
+    bool mode_given = false;
     o->metrics_interval = 15;
     o->params = (struct fl__params){FL__DEFAULT_LOCKS, FL__DEFAULT_RECORDS,
                                     FL__DEFAULT_RECORD_SIZE, FL__DEFAULT_CLIENTS,
@@ -183,6 +209,8 @@ static int parse_args(int argc, char **argv, struct options *o)
         case 'y': o->syslog = true; break;
         case 'M': o->metrics_file = optarg; break;
         case 'I': err = parse_u32("metrics-interval", optarg, 1, 86400, &o->metrics_interval); break;
+        case 'G': err = access_parse_group(optarg, &o->gid); o->access_given = true; break;
+        case 'O': err = access_parse_mode(optarg, &o->mode); mode_given = o->access_given = true; break;
         case 'h': fputs(usage_text, stdout); exit(0);
         case 'V': printf("fencelockd %d.%d.%d\n", FL_VERSION_MAJOR, FL_VERSION_MINOR, FL_VERSION_PATCH); exit(0);
         default: fputs("Try 'fencelockd --help'.\n", stderr); return -1;
@@ -195,6 +223,8 @@ static int parse_args(int argc, char **argv, struct options *o)
                 argv[optind]);
         return -1;
     }
+    if (!mode_given)
+        o->mode = o->gid != (gid_t)-1 ? 0660 : 0600;
     return 0;
 }
 
@@ -227,27 +257,12 @@ static uint64_t wall_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void make_parent_dir(const char *path)
-{
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir)
-        return;
-    *slash = '\0';
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-        char msg[4200];
-        snprintf(msg, sizeof msg, "cannot create directory %s: %s", dir, strerror(errno));
-        log_error("mkdir_failed", msg);
-    }
-}
-
 static int open_region(const struct options *o, const char *path, fl_region **out)
 {
     int err = fl__region_map(path, false, out);
     if (err == -ENOENT) {
-        make_parent_dir(path);
-        err = fl__region_create(path, &o->params);
+        access_make_dir(path, o->gid, o->mode);
+        err = fl__region_create_shared(path, &o->params, o->gid, o->mode);
         if (err && err != -EEXIST) {
             log_error("region_create_failed", fl_last_error());
             return err;
@@ -263,7 +278,9 @@ static int open_region(const struct options *o, const char *path, fl_region **ou
         }
         err = fl__region_map(path, false, out);
     }
-    if (err)
+    if (err == -EPERM)
+        log_error("region_untrusted", fl_last_error());
+    else if (err)
         log_error("region_invalid", fl_last_error());
     return err;
 }
@@ -393,7 +410,7 @@ static void flush_region(fl_region *r)
         log_error("flush_failed", strerror(errno));
 }
 
-static int listen_socket(const char *region_path)
+static int listen_socket(const char *region_path, const fl_region *r)
 {
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     if (fl__socket_path(region_path, addr.sun_path, sizeof addr.sun_path) != 0) {
@@ -411,10 +428,7 @@ static int listen_socket(const char *region_path)
             close(fd);
         return -1;
     }
-    /* Same access as the region file: whoever may map it may register. */
-    struct stat st;
-    if (stat(region_path, &st) == 0)
-        chmod(addr.sun_path, st.st_mode & 0777);
+    access_socket(addr.sun_path, r);
     return fd;
 }
 
@@ -461,6 +475,11 @@ int main(int argc, char **argv)
         fl__region_unmap(r);
         return lerr == -EBUSY ? EXIT_BUSY : EXIT_REGION;
     }
+    /* --group/--mode of an existing region: before any client is admitted. */
+    if (o.access_given && access_apply(r, o.gid, o.mode) != 0) {
+        fl__region_unmap(r);
+        return EXIT_REGION;
+    }
     /* Until the region is readied below, fl_open refuses new clients (I1): none may
      * take a token from a floor this start has not made durable. */
     fl__region_set_ready(r, 0);
@@ -498,7 +517,7 @@ int main(int argc, char **argv)
     /* Two descriptors per client: raise the open-files limit before the
      * first client can connect (admit.c). */
     registry_set_fd_limit(g, admit_raise_fd_limit(r->client_capacity - 1, REGISTRY_MAX_PENDING));
-    int lfd = listen_socket(path);
+    int lfd = listen_socket(path, r);
     if (lfd < 0)
         return 1;
     admit_init();

@@ -161,7 +161,9 @@ static void test_fresh_region(void **state)
     free(out);
 
     char *json = status(region, true);
-    assert_json(json, "[\"clients\", \"locks\", \"records\", \"region\", \"skipped\", \"time\"]",
+    assert_json(json,
+                "[\"clients\", \"locks\", \"records\", \"region\", \"skipped\", \"time\", "
+                "\"unregistered\"]",
                 "sorted(d)");
     snprintf(want, sizeof want, "\"%s\"", region);
     assert_json(json, want, "d['region']['path']");
@@ -475,8 +477,9 @@ static void test_region_from_environment(void **state)
     th_daemon_stop(&d, SIGTERM);
 
     /* Neither: the per-user default, named in the error if it is absent. */
-    char fallback[128];
-    snprintf(fallback, sizeof fallback, "/dev/shm/fencelock-%u/region", (unsigned)getuid());
+    char fallback[600];
+    unsetenv(FL_REGION_ENV);
+    assert_int_equal(fl_default_region_path(fallback, sizeof fallback), 0);
     run_tool(&r, NULL, (const char *const[]){"status", NULL});
     if (access(fallback, F_OK) != 0) {
         assert_int_equal(r.status, 3);

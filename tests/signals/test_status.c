@@ -415,7 +415,8 @@ static void test_watch_json(void **state)
     run_program(&p, &o, argv);
     assert_int_equal(p.status, 0);
     assert_string_equal(p.out,
-                        "2 ['clients', 'locks', 'records', 'region', 'skipped', 'time'] [4, 4]\n");
+                        "2 ['clients', 'locks', 'records', 'region', 'skipped', 'time', "
+                        "'unregistered'] [4, 4]\n");
     run_result_free(&p);
     run_result_free(&r);
 }

@@ -23,15 +23,18 @@ enum {
     "  1  runtime error (out of memory, cannot write the output)\n"                         \
     "  2  bad usage: unknown command or option, missing or extra argument\n"                \
     "  3  the region cannot be opened or is not a valid region: missing, unreadable,\n"     \
-    "     empty, not a fencelock region, corrupt, truncated, or of another format\n"        \
-    "     version\n"
+    "     empty, not a fencelock region, corrupt, truncated, of another format\n"          \
+    "     version, or in a directory another user controls\n"
 
 /* The environment paragraph, shared by every usage text. */
 #define CLI_ENVIRONMENT_TEXT                                                                \
     "Environment:\n"                                                                        \
     "  FENCELOCK_REGION  region file used when --region is not given; when it is\n"         \
-    "                    unset or empty: /dev/shm/fencelock-UID/region, UID being\n"        \
-    "                    the caller's user id\n"
+    "                    unset or empty: /run/fencelock/region for root (the\n"             \
+    "                    system-wide region), else $XDG_RUNTIME_DIR/fencelock/region\n"     \
+    "                    (the user's session), else /dev/shm/fencelock-UID/region,\n"       \
+    "                    UID being the caller's user id\n"                                  \
+    "  XDG_RUNTIME_DIR   the user's runtime directory (see FENCELOCK_REGION)\n"
 
 /* Flush stdout: CLI_EXIT_OK, or CLI_EXIT_RUNTIME after saying on stderr that
  * the output was lost. */

@@ -54,7 +54,8 @@ static void print_usage(FILE *f)
           "\n"
           "Every command takes --help.  A command that reads a region takes\n"
           "-r, --region PATH; without it the region is $FENCELOCK_REGION, else\n"
-          "/dev/shm/fencelock-UID/region.\n"
+          "/run/fencelock/region for root, else $XDG_RUNTIME_DIR/fencelock/region,\n"
+          "else /dev/shm/fencelock-UID/region.\n"
           "\n" CLI_ENVIRONMENT_TEXT "\n" CLI_EXIT_STATUS_TEXT
           "\n"
           "Examples:\n"

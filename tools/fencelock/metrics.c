@@ -33,6 +33,8 @@ const char metrics_usage[] =
     "\n"
     "Options:\n"
     "  -r, --region PATH  the region file (default: $FENCELOCK_REGION, else\n"
+    "                     /run/fencelock/region for root, else\n"
+    "                     $XDG_RUNTIME_DIR/fencelock/region, else\n"
     "                     /dev/shm/fencelock-UID/region)\n"
     "  -h, --help         show this help and exit\n"
     "\n"

@@ -94,6 +94,8 @@ const char run_usage[] =
     "\n"
     "Options (they come before KEY):\n"
     "  -r, --region PATH      the region file (default: $FENCELOCK_REGION, else\n"
+    "                         /run/fencelock/region for root, else\n"
+    "                         $XDG_RUNTIME_DIR/fencelock/region, else\n"
     "                         /dev/shm/fencelock-UID/region)\n"
     "  -l, --lease DURATION   lease length (default 30s, at least 250ms: the\n"
     "                         shortest that renewal keeps on a loaded machine);\n"
@@ -105,6 +107,12 @@ const char run_usage[] =
     "  -k, --kill-after DURATION\n"
     "                         after the lease is lost, time between SIGTERM and\n"
     "                         SIGKILL (default 5s; 0: SIGKILL at once)\n"
+    "      --require-supervisor\n"
+    "                         exit 3 instead of running COMMAND when no fencelockd\n"
+    "                         registers this process (none running, or its socket\n"
+    "                         refuses us: mode, group); without it fencelock run\n"
+    "                         warns once on stderr and runs unregistered (if it\n"
+    "                         dies, KEY stays held until the lease ends)\n"
     "  -h, --help             show this help and exit\n"
     "\n"
     "KEY is 1 to 127 printable ASCII characters without spaces.  Everything after\n"
@@ -144,7 +152,8 @@ const char run_usage[] =
     "  N    COMMAND's exit status; 128+N if COMMAND was killed by signal N\n"
     "  2    bad usage: unknown option, bad DURATION or KEY, --lease out of range,\n"
     "       missing -- or COMMAND\n"
-    "  3    the region cannot be opened or is not a valid region\n"
+    "  3    the region cannot be opened or is not a valid region, or (with\n"
+    "       --require-supervisor) no supervisor registered fencelock run\n"
     "  75   KEY could not be acquired in time (--wait, --no-wait)\n"
     "  76   the lease was lost while COMMAND ran: COMMAND was terminated (or had\n"
     "       exited by the time the loss was noticed)\n"
@@ -174,6 +183,7 @@ struct run_options {
     uint64_t kill_after_ns;
     const char *key;
     char **command; /* NULL-terminated, at least one word */
+    bool require_supervisor; /* --require-supervisor: never run unregistered */
 };
 
 __attribute__((format(printf, 1, 2))) static int run_usage_error(const char *fmt, ...)
@@ -301,6 +311,7 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
         {"wait", required_argument, NULL, 'w'},
         {"no-wait", no_argument, NULL, 'n'},
         {"kill-after", required_argument, NULL, 'k'},
+        {"require-supervisor", no_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -338,6 +349,7 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
             if ((rc = parse_duration_option("--kill-after", optarg, &o->kill_after_ns)) >= 0)
                 return rc;
             break;
+        case 'S': o->require_supervisor = true; break;
         case 'h':
             fputs(run_usage, stdout);
             return cli_finish_stdout();
@@ -1002,11 +1014,28 @@ static int start_command(struct runner *rn)
     return 0;
 }
 
+/* An unregistered handle works, but if we die KEY stays held until the
+ * lease ends: say so once (fl_last_error() has the reason), or refuse with
+ * --require-supervisor.  -1 to go on, else the exit status. */
+static int check_registered(const struct run_options *o, fl_region *r)
+{
+    if (fl_region_registered(r))
+        return -1;
+    const char *why = fl_last_error();
+    if (o->require_supervisor) {
+        say("--require-supervisor: not running %s: %s", o->command[0], why);
+        fl_close(r);
+        return CLI_EXIT_REGION;
+    }
+    say("warning: %s; if fencelock run dies, '%s' stays held until its lease ends", why, o->key);
+    return -1;
+}
+
 static int open_region(const struct run_options *o, fl_region **r)
 {
     int err = fl_open(o->region, r);
     if (err == 0)
-        return -1;
+        return check_registered(o, *r);
     const char *detail = library_error(err);
     if (err == -ENOMEM || err == -EMFILE || err == -ENFILE) {
         say("cannot open the region: %s", detail);

@@ -42,6 +42,8 @@ static const char usage_head[] =
     "\n"
     "Options:\n"
     "  -r, --region PATH  the region file (default: $FENCELOCK_REGION, else\n"
+    "                     /run/fencelock/region for root, else\n"
+    "                     $XDG_RUNTIME_DIR/fencelock/region, else\n"
     "                     /dev/shm/fencelock-UID/region)\n"
     "      --json         print one JSON document instead of tables (with\n"
     "                     --watch: one document per refresh)\n"
@@ -65,6 +67,12 @@ static const char usage_head[] =
     "\n";
 
 static const char usage_tail[] =
+    "Unregistered clients (shown only when there are any; JSON: \"unregistered\"):\n"
+    "  processes still running that opened the region but could not register\n"
+    "  with a supervisor (none running, or its socket refused them: mode, group),\n"
+    "  so their locks outlive them until the leases end: PID, UID, when they\n"
+    "  opened, and the REASON; the region keeps the latest 32\n"
+    "\n"
     "Slots in use that a table does not list are counted under it, one line per\n"
     "reason (\"3 of 40 lock slots not listed: no published key (...)\"): a slot\n"
     "with no published key or name (abandoned by a creator that lost a race, or\n"

@@ -23,6 +23,7 @@
 #include <stdio.h>
 
 #include "fencelock.h"
+#include "status_unreg.h"
 
 /* ---- the snapshot (status_snapshot.c) ---------------------------------------- */
 
@@ -67,6 +68,7 @@ struct snapshot {
     uint32_t *record_slots; /* the same for records[] */
     size_t n_records;
     struct skipped skipped; /* slots in use that are not listed, and why */
+    struct unreg_list unreg; /* running clients that could not register */
 };
 
 void free_snapshot(struct snapshot *s);

@@ -174,6 +174,7 @@ void print_json(FILE *f, const struct snapshot *s)
     json_region(f, s);
     fputs(",\n", f);
     json_array(f, &status_tables[TABLE_CLIENTS], s->clients, s->n_clients, false);
+    unreg_print_json(f, &s->unreg);
     json_array(f, &status_tables[TABLE_LOCKS], s->locks, s->n_locks, false);
     json_array(f, &status_tables[TABLE_RECORDS], s->records, s->n_records, false);
     fputs("  \"skipped\": ", f);

@@ -171,6 +171,8 @@ static int read_snapshot(fl_region *r, const char *path, struct snapshot *s)
         rc = read_locks(r, s);
     if (rc == CLI_EXIT_OK)
         rc = read_records(r, s);
+    if (rc == CLI_EXIT_OK)
+        unreg_read(r, &s->unreg);
     /* The library asks the supervisor's flock, which a reused pid cannot fake. */
     s->supervisor_alive = s->region.served != 0;
     return rc;

@@ -163,6 +163,8 @@ int print_text(FILE *f, const struct snapshot *s, const struct column_choice cho
     int err = print_section(f, &status_tables[TABLE_CLIENTS], &choice[TABLE_CLIENTS], s->clients,
                             s->n_clients);
     if (!err)
+        unreg_print_text(f, &s->unreg);
+    if (!err)
         err = print_section(f, &status_tables[TABLE_LOCKS], &choice[TABLE_LOCKS], s->locks,
                             s->n_locks);
     if (!err) {

@@ -45,7 +45,16 @@ def test_paths(daemon, region, monkeypatch):
     with fencelock.open() as r:
         assert r.path == daemon.region and r.registered
     monkeypatch.delenv("FENCELOCK_REGION")
-    assert fencelock.default_region_path() == f"/dev/shm/fencelock-{os.getuid()}/region"
+    # The documented defaults: root's system-wide region, a user's runtime
+    # directory, else the /dev/shm fallback.
+    xdg = os.environ.get("XDG_RUNTIME_DIR", "")
+    if os.getuid() == 0 and os.path.isdir("/run"):
+        want = "/run/fencelock/region"
+    elif os.getuid() != 0 and xdg.startswith("/") and os.path.isdir(xdg):
+        want = f"{xdg}/fencelock/region"
+    else:
+        want = f"/dev/shm/fencelock-{os.getuid()}/region"
+    assert fencelock.default_region_path() == want
 
 
 def test_unregistered_without_a_supervisor(daemon):  # I10
