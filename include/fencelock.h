@@ -426,7 +426,9 @@ typedef struct fl_region_info {
     uint64_t events_dropped;  /* events the supervisor's log never showed: ring full, or a
                                  client stopped while posting (counters stay exact) */
     char     boot_id[40];     /* boot the region's leases belong to */
-    uint64_t reserved[8];     /* zero; later fields come from here (see above) */
+    uint64_t clients_refused; /* registrations the supervisor refused (client table full,
+                                 or out of file descriptors): fl_open said -EUSERS */
+    uint64_t reserved[7];     /* zero; later fields come from here (see above) */
 } fl_region_info;
 
 /* Errors: -EINVAL for NULL arguments. */

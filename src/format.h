@@ -86,7 +86,10 @@
  *       16 u64 start_time    jiffies since boot of pid (/proc/PID/stat):
  *                            tells a reused pid from the original
  *       24 u64 time_unix_ns  when it opened (wall clock, display only)
- *   1360 .. 4095 unused (zero)
+ *   1360 u64 clients_refused  registrations the supervisor refused (client
+ *                            table full, or out of file descriptors); written
+ *                            by the supervisor only, display only
+ *   1368 .. 4095 unused (zero)
  *
  * LOCK SLOT (FL__SLOT_SIZE = 320; the lock-word state machine is in slot.c)
  *   0   u64 state    token << 1 | HELD.  Written together with `lease` by one
@@ -354,7 +357,8 @@ struct fl__header {
     _Atomic uint32_t unreg_next;
     uint32_t reserved4;
     struct fl__unreg unreg[FL__UNREG_COUNT];
-    char pad[FL__HEADER_SIZE - 336 - FL__UNREG_COUNT * FL__UNREG_SIZE];
+    _Atomic uint64_t clients_refused;
+    char pad[FL__HEADER_SIZE - 1368];
 };
 
 #define FL__CHECKSUMMED_BYTES 144u
@@ -418,6 +422,7 @@ _Static_assert(offsetof(struct fl__unreg, reason) == 12, "unregistered entry lay
 _Static_assert(offsetof(struct fl__unreg, start_time) == 16, "unregistered entry layout");
 _Static_assert(offsetof(struct fl__unreg, time_unix_ns) == 24, "unregistered entry layout");
 _Static_assert(336 + FL__UNREG_COUNT * FL__UNREG_SIZE == 1360, "header layout");
+_Static_assert(offsetof(struct fl__header, clients_refused) == 1360, "header layout");
 _Static_assert(sizeof(struct fl__header) == FL__HEADER_SIZE, "header size");
 _Static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4,
                "atomics must be plain words to be shared between processes");

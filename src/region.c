@@ -656,6 +656,7 @@ int fl_region_info_get(fl_region *r, fl_region_info *info)
                       fl__boot_tag(boot);
     info->records_unvouched =
         atomic_load_explicit(&r->hdr->records_unvouched, memory_order_relaxed);
+    info->clients_refused = atomic_load_explicit(&r->hdr->clients_refused, memory_order_relaxed);
     info->served = fl__region_served(r) ? 1 : 0;
     return 0;
 }

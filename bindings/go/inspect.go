@@ -33,6 +33,7 @@ type RegionInfo struct {
 	SameBoot         bool
 	Served           bool // a fencelockd serves it now
 	RecordsUnvouched uint32
+	ClientsRefused   uint64
 	EventsDropped    uint64
 	BootID           string
 }
@@ -132,7 +133,8 @@ func (r *Region) Info() (RegionInfo, error) {
 		Ready: i.ready != 0, Started: unixTime(i.started_unix_ns), CleanStop: unixTime(i.clean_unix_ns),
 		SupervisorPID: uint32(i.supervisor_pid), SameBoot: i.same_boot != 0, Served: i.served != 0,
 		RecordsUnvouched: uint32(i.records_unvouched), EventsDropped: uint64(i.events_dropped),
-		BootID: C.GoString(&i.boot_id[0]),
+		ClientsRefused: uint64(i.clients_refused),
+		BootID:         C.GoString(&i.boot_id[0]),
 	}, nil
 }
 

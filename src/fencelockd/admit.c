@@ -46,6 +46,7 @@ static struct {
     uint64_t last_log_ns;
     int64_t last_pid;          /* of the last refused client, -1 when unknown */
     uint64_t limit;            /* the soft RLIMIT_NOFILE in force */
+    fl_region *region;         /* where refusals are counted for the status tool */
 } A = {.reserve = -1, .last_pid = -1};
 
 /* Descriptors open now (the directory stream's own excluded). */
@@ -113,7 +114,18 @@ static void reserve_take(void)
         A.reserve = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
-void admit_init(void) { reserve_take(); }
+void admit_init(fl_region *r)
+{
+    A.region = r;
+    reserve_take();
+}
+
+void admit_count_refusal(void)
+{
+    /* relaxed: a counter for the status tool; we are its only writer */
+    if (A.region)
+        atomic_fetch_add_explicit(&A.region->hdr->clients_refused, 1, memory_order_relaxed);
+}
 
 void admit_free(void)
 {
@@ -145,6 +157,7 @@ static void log_refusals(uint64_t now)
 
 void admit_refused(pid_t pid)
 {
+    admit_count_refusal();
     A.refused_total++;
     A.refused_unlogged++;
     A.last_pid = pid > 0 ? pid : -1;

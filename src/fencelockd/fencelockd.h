@@ -131,7 +131,9 @@ uint32_t admit_raise_fd_limit(uint32_t clients, int pending);
 /* The soft RLIMIT_NOFILE in force after admit_raise_fd_limit. */
 uint64_t admit_fd_limit(void);
 /* Open the reserve descriptor; admit_free closes it. */
-void admit_init(void);
+void admit_init(fl_region *r);
+/* Count one refused registration in the region header (status shows it). */
+void admit_count_refusal(void);
 void admit_free(void);
 /* Whether to poll the listening socket this round (false for a while after
  * descriptors ran out with no reserve to refuse clients with). */

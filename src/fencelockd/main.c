@@ -520,7 +520,7 @@ int main(int argc, char **argv)
     int lfd = listen_socket(path, r);
     if (lfd < 0)
         return 1;
-    admit_init();
+    admit_init(r);
     atomic_store_explicit(&r->hdr->supervisor_pid, (uint32_t)getpid(), memory_order_relaxed);
 
     struct fl__params p;

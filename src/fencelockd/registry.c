@@ -315,6 +315,7 @@ static void hello(struct registry *g, int fd)
         i++;
     if (i == g->capacity) {
         g->refused_full++;
+        admit_count_refusal();
         log_begin("warn", "client_refused");
         log_u64("pid", (uint64_t)cred.pid);
         log_str("reason", "client table full");

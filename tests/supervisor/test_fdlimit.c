@@ -203,6 +203,18 @@ static void test_clients_refused_then_admitted(void **state)
     /* Six refusals in well under a second: logged at most twice (once a
      * second, the rest counted in the next line). */
     assert_true(th_daemon_log_count(&d, "\"reason\":\"out of file descriptors\"") <= 2);
+    /* The status tool sees them too, counted in the region's header: the six
+     * refusals so far (more if a client retried after a reset connection). */
+    fl_region *ro;
+    assert_int_equal(fl_open_readonly(region, &ro), 0);
+    fl_region_info info;
+    assert_int_equal(fl_region_info_get(ro, &info), 0);
+    assert_true(info.clients_refused >= 6);
+    fl_close(ro);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "'%s' status -r '%s' | grep -q '^  Refused:      %llu registrations'",
+             FENCELOCK_TOOL_PATH, region, (unsigned long long)info.clients_refused);
+    assert_int_equal(system(cmd), 0);
 
     fl_close(open[--n]);
     assert_true(th_daemon_log_wait(&d, "\"event\":\"client_gone\"", 1, 5000));

@@ -101,6 +101,7 @@ void json_region(FILE *f, const struct snapshot *s)
     j_bool(&j, "same_boot", g->same_boot != 0);
     j_bool(&j, "ready", g->ready != 0);
     j_u64(&j, "records_unvouched", g->records_unvouched);
+    j_u64(&j, "clients_refused", g->clients_refused);
     j_u64(&j, "created_unix_ns", g->created_unix_ns);
     j_str(&j, "created", created);
     j_u64(&j, "events_dropped", g->events_dropped);

@@ -131,6 +131,11 @@ static void print_region(FILE *f, const struct snapshot *s)
     fprintf(f, "  Buffers:      %" PRIu32 " commit buffers\n", g->buffer_count);
     fprintf(f, "  Clients:      %zu of %" PRIu32 " registered\n", s->n_clients,
             g->client_capacity);
+    if (g->clients_refused)
+        fprintf(f,
+                "  Refused:      %" PRIu64 " registrations refused by the supervisor (client "
+                "table full or out of file descriptors; its log says which)\n",
+                g->clients_refused);
     fprintf(f, "  Log events:   %" PRIu64 " dropped (counters stay exact)\n", g->events_dropped);
 }
 

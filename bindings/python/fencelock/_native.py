@@ -42,7 +42,7 @@ class FlRegionInfo(Structure):
         ("run_state", c_uint32), ("ready", c_uint32), ("started_unix_ns", c_uint64),
         ("clean_unix_ns", c_uint64), ("supervisor_pid", c_uint32), ("same_boot", c_int32),
         ("served", c_int32), ("records_unvouched", c_uint32), ("events_dropped", c_uint64),
-        ("boot_id", c_char * 40), ("reserved", c_uint64 * 8)]
+        ("boot_id", c_char * 40), ("clients_refused", c_uint64), ("reserved", c_uint64 * 7)]
 
 
 class FlLockInfo(Structure):
