@@ -255,6 +255,47 @@ FL_API int fl_check(fl_region *r, const fl_lease *lease);
 FL_API int fl_commit(fl_region *r, const fl_lease *lease, const char *record, const void *data,
                      size_t len, unsigned flags, uint64_t *accepted);
 
+/* Commit len bytes to record, fenced by token, a token that key issued.
+ *
+ * The same commit as fl_commit(), for a holder that has the key and the
+ * token but not the fl_lease (a shell script run by `fencelock run`, which
+ * finds them in $FENCELOCK_KEY and $FENCELOCK_TOKEN; another process that
+ * was handed them).  The key's lock slot is looked up, never created; the
+ * token must be one that key issued (0 < token <= the key's newest token,
+ * the check fl_commit() makes of a lease); then the commit is fl_commit()'s:
+ * it takes effect if and only if token >= F (> F with FL_COMMIT_STRICT),
+ * atomically (I2), and binds a new record to key (I8).
+ *
+ * Why this is safe: the fence compares tokens, nothing else.  fl_commit()
+ * does not check that the lease is current either: a lease that was lost
+ * (expired, taken over) still commits until a newer token has committed to
+ * the record, and is refused from then on.  A token without its lease is in
+ * exactly that position: it proves nothing about current ownership, only
+ * which acquisition it came from, and a newer holder's first commit shuts it
+ * out.  Anyone who could call this could also write the region file (see
+ * CAVEATS: every writer of the region is trusted); the check that the key
+ * issued the token keeps a mistyped token from poisoning a record with a
+ * value no acquisition reached.
+ *
+ * Returns 0 (*accepted, if not NULL, set to token), or:
+ *   -ESTALE    the record already accepted a greater token (or an equal one under
+ *              FL_COMMIT_STRICT); *accepted, if not NULL, is set to the greatest
+ *              accepted token.  Ownership is lost: never retry with this token.
+ *   -ENOENT    key was never acquired in this region (it has no lock slot, so it
+ *              issued no token); nothing is created
+ *   -EINVAL    NULL r, key or record, key or record name of 0 or more than
+ *              FL_KEY_MAX bytes, NULL data with len > 0, unknown flags, token 0
+ *              or greater than any token key issued, or a read-only handle
+ *   -EXDEV     the record is bound to another key than key
+ *   -EMSGSIZE  len exceeds the region's record size
+ *   -ENOSPC    the record is new and the record table is full, or no commit
+ *              buffer is free
+ *   -EPROTO    the region's shared data is corrupt
+ *   -ECHILD    r was opened by another process (see CONVENTIONS)
+ */
+FL_API int fl_commit_token(fl_region *r, const char *key, uint64_t token, const char *record,
+                           const void *data, size_t len, unsigned flags, uint64_t *accepted);
+
 /* Read the current value: copies at most cap bytes, sets *len to its full length and *fence to
    the token that wrote it.  The bytes are exactly those of one accepted commit (I3).
    Errors: -ENOENT if never committed; -ENOBUFS if cap is too small (nothing copied, *len set);
