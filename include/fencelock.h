@@ -187,11 +187,21 @@ FL_API void fl_close(fl_region *r);
  * The key gets a slot on first use and keeps it for the life of the region.
  * A try that fails consumes no token.
  *
+ * A wait (timeout_ns != 0) on a key that this handle itself holds, by an
+ * unexpired lease of its latest acquisition of the key, returns -EDEADLK at
+ * once: it could only end at its own deadline, take its own lease over and
+ * make that lease stale.  This is per handle, not per thread: threads that
+ * should wait for one another open a handle each.  A key held by another
+ * handle or process is waited for as always; a try (timeout_ns 0) on one's
+ * own key still returns -EBUSY.
+ *
  * Errors:
  *   -EINVAL    NULL argument, key of 0 or more than FL_KEY_MAX bytes, lease_ns 0,
  *              timeout_ns < 0 other than FL_WAIT_FOREVER, or a read-only handle
  *   -EBUSY     timeout_ns was 0 and the key is held by an unexpired lease
  *   -ETIMEDOUT the key stayed held for timeout_ns
+ *   -EDEADLK   timeout_ns != 0 and the key is held, unexpired, by this handle
+ *              (see above); nothing changed, no token consumed
  *   -ENOSPC    the key is new and the region's lock table is full
  *   -EOVERFLOW the key's token counter is spent for the current epoch (fencelockd
  *              advances the epoch long before; without a supervisor it cannot),
@@ -200,6 +210,47 @@ FL_API void fl_close(fl_region *r);
  */
 FL_API int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
                       fl_lease *lease);
+
+/* Cancelling a wait.
+ *
+ * An fl_cancel is a flag in this process's memory that ends the waits given
+ * it: fl_acquire_cancelable() is fl_acquire() that returns -ECANCELED
+ * instead of waiting (or going on waiting) for a held key once
+ * fl_cancel_trigger() has been called on it, from another thread or from a
+ * signal handler.  The flag stays set until fl_cancel_reset(), so a trigger
+ * that comes just before the wait begins is not lost, and every later wait
+ * given the same object ends at once until it is reset.  A key that is free
+ * is still acquired when the flag is set: cancellation ends waiting only.
+ * A cancelled wait consumes no token and leaves nothing held.
+ *
+ * Contexts: fl_cancel_trigger() and fl_cancel_is_triggered() are
+ * async-signal-safe (atomics and one futex wake; errno is preserved) and
+ * thread-safe; fl_cancel_new(), fl_cancel_free() and fl_cancel_reset() are
+ * thread-safe but not async-signal-safe.  One object may serve several
+ * waits at once.  Free it only when no wait and no trigger uses it, and do
+ * not fl_close() a region while a trigger may still run for a wait on it.
+ * A trigger wakes every sleeper of the key the cancelled wait sleeps on;
+ * the others look at the key again and sleep on.
+ */
+typedef struct fl_cancel fl_cancel; /* opaque: a cancellation flag */
+
+/* A new, untriggered fl_cancel.  Errors: -EINVAL (out NULL), -ENOMEM. */
+FL_API int fl_cancel_new(fl_cancel **out);
+/* Free it; NULL is ignored. */
+FL_API void fl_cancel_free(fl_cancel *c);
+/* Set the flag and wake the wait that uses c, if one sleeps.  NULL is ignored. */
+FL_API void fl_cancel_trigger(fl_cancel *c);
+/* Clear the flag, for the next wait. NULL is ignored. */
+FL_API void fl_cancel_reset(fl_cancel *c);
+/* 1 if triggered (and not reset since), else 0. */
+FL_API int fl_cancel_is_triggered(const fl_cancel *c);
+
+/* fl_acquire() whose wait ends with -ECANCELED when cancel is triggered
+ * (see above).  Errors: those of fl_acquire(), and
+ *   -ECANCELED the key was held and cancel was or became triggered
+ *   -EINVAL    cancel is NULL (and fl_acquire()'s cases) */
+FL_API int fl_acquire_cancelable(fl_region *r, const char *key, uint64_t lease_ns,
+                                 int64_t timeout_ns, fl_cancel *cancel, fl_lease *lease);
 
 /* Extend a lease to now + lease_ns; updates lease->deadline_ns.
  * Errors:

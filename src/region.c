@@ -285,6 +285,11 @@ int fl__region_map(const char *path, bool readonly, fl_region **out)
      * mapped header could be scribbled on by a buggy process. */
     r->hdr = (struct fl__header *)base;
     r->lock_capacity = h.lock_capacity;
+    if (!readonly && !(r->held = calloc(h.lock_capacity, sizeof *r->held))) {
+        err = fl__fail(-ENOMEM, "out of memory");
+        munmap(r->base, r->size);
+        goto fail;
+    }
     r->lock_index_mask = h.lock_index_cap - 1;
     r->record_capacity = h.record_capacity;
     r->record_index_mask = h.record_index_cap - 1;
@@ -313,6 +318,7 @@ fail:
     if (r->fd >= 0)
         close(r->fd);
     pthread_mutex_destroy(&r->keeper_lock);
+    free((void *)r->held);
     free(r);
     return err;
 }
@@ -328,6 +334,7 @@ void fl__region_unmap(fl_region *r)
     if (r->sock >= 0)
         close(r->sock);
     pthread_mutex_destroy(&r->keeper_lock);
+    free((void *)r->held);
     free(r);
 }
 
@@ -521,6 +528,7 @@ void fl_close(fl_region *r)
             close(r->sock);
         /* keeper_lock is not destroyed: a parent's thread may have held it
          * at the fork, and the child's copy would stay locked. */
+        free((void *)r->held);
         free(r);
         return;
     }

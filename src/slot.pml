@@ -136,8 +136,14 @@
  * conversion of deadlines by a time namespace's offset (fl__deadline_ns,
  * fl__make_lease: the same arithmetic in every process, so every process
  * reads the same deadline from the same pair; the model's clock is host
- * time). */
-/* C-VERSION: src/slot.c git-blob 06e09c5bd70a9fc71c960c4ca80e99663c2bd2a5 */
+ * time); and the early returns around a wait (slot.c, EARLY RETURNS): a
+ * wait on a key whose state word holds this handle's own latest token
+ * returns -EDEADLK, and a cancelled wait returns -ECANCELED, both before
+ * any CAS and without sleeping, so they change no pair and no count (a
+ * cancelled sleeper undoes its waiters increment as a timed-out one does;
+ * the trigger's bump of wake_seq is one more spurious wake, which the
+ * model's waiters already tolerate). */
+/* C-VERSION: src/slot.c git-blob ccda0b5e971d02e337fe7732987b21ad542d77dc */
 
 #ifndef NC
 #define NC 3
