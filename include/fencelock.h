@@ -187,21 +187,23 @@ FL_API void fl_close(fl_region *r);
  * The key gets a slot on first use and keeps it for the life of the region.
  * A try that fails consumes no token.
  *
- * A wait (timeout_ns != 0) on a key that this handle itself holds, by an
- * unexpired lease of its latest acquisition of the key, returns -EDEADLK at
- * once: it could only end at its own deadline, take its own lease over and
- * make that lease stale.  This is per handle, not per thread: threads that
- * should wait for one another open a handle each.  A key held by another
- * handle or process is waited for as always; a try (timeout_ns 0) on one's
- * own key still returns -EBUSY.
+ * A wait (timeout_ns != 0) on a key that this handle holds, by an unexpired
+ * lease of its latest acquisition of the key made by the calling thread,
+ * returns -EDEADLK at once: it could only end at its own deadline, take its
+ * own lease over and make that lease stale.  Another thread of the process
+ * sharing the handle still waits for that holding to end (threads may share
+ * a handle and contend, as before); a key held by another handle or process
+ * is waited for as always; a try (timeout_ns 0) on one's own key still
+ * returns -EBUSY.
  *
  * Errors:
  *   -EINVAL    NULL argument, key of 0 or more than FL_KEY_MAX bytes, lease_ns 0,
  *              timeout_ns < 0 other than FL_WAIT_FOREVER, or a read-only handle
  *   -EBUSY     timeout_ns was 0 and the key is held by an unexpired lease
  *   -ETIMEDOUT the key stayed held for timeout_ns
- *   -EDEADLK   timeout_ns != 0 and the key is held, unexpired, by this handle
- *              (see above); nothing changed, no token consumed
+ *   -EDEADLK   timeout_ns != 0 and the key is held, unexpired, by this handle's
+ *              acquisition made by the calling thread (see above); nothing
+ *              changed, no token consumed
  *   -ENOSPC    the key is new and the region's lock table is full
  *   -EOVERFLOW the key's token counter is spent for the current epoch (fencelockd
  *              advances the epoch long before; without a supervisor it cannot),

@@ -76,8 +76,14 @@ struct fl_region {
      * handles.  A waiting fl_acquire answers -EDEADLK when the slot's state
      * word holds exactly that token (slot.c): tokens of a key never repeat,
      * so an entry left behind by a release or a lost lease never matches
-     * another holding, and no other process's acquisition can match. */
+     * another holding, and no other process's acquisition can match.  Only
+     * the thread that made the acquisition gets -EDEADLK: other threads
+     * sharing the handle wait for it as they always could. */
     _Atomic uint64_t *held;
+    /* Per lock slot, the thread (fl__self_tid) that made that acquisition:
+     * written before held[] (release), read after it (acquire), so a waiter
+     * that sees the token also sees its thread or a later one. */
+    _Atomic uint32_t *held_tid;
 };
 
 /* A cancellation token for waits (fl_cancel_new, slot.c). */

@@ -114,8 +114,11 @@
  * makes the CAS fail (in the same boot no current buffer fails the check:
  * a buffer cur names never changes); reads refusing a marked cur, and
  * commits taking its F as 0 (tokens of this boot are above every earlier
- * one, I1); and the entry checks against a handle used after fork.
- * C-VERSION: src/record.c git-blob ac9be4f9c3adbe9f805bc62594b728525563e8ec */
+ * one, I1); the entry checks against a handle used after fork; and
+ * fl_commit_token, which looks the key's slot up (never creating it) and
+ * then makes fl_commit's commit with a lease of that slot and token: the
+ * same steps as the model's commit.
+ * C-VERSION: src/record.c git-blob c79c0551f8b625b23cc9577672ad3b8bfb7ba627 */
 
 #ifndef NB
 #define NB 3

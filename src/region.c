@@ -285,7 +285,8 @@ int fl__region_map(const char *path, bool readonly, fl_region **out)
      * mapped header could be scribbled on by a buggy process. */
     r->hdr = (struct fl__header *)base;
     r->lock_capacity = h.lock_capacity;
-    if (!readonly && !(r->held = calloc(h.lock_capacity, sizeof *r->held))) {
+    if (!readonly && (!(r->held = calloc(h.lock_capacity, sizeof *r->held)) ||
+                      !(r->held_tid = calloc(h.lock_capacity, sizeof *r->held_tid)))) {
         err = fl__fail(-ENOMEM, "out of memory");
         munmap(r->base, r->size);
         goto fail;
@@ -319,6 +320,7 @@ fail:
         close(r->fd);
     pthread_mutex_destroy(&r->keeper_lock);
     free((void *)r->held);
+    free((void *)r->held_tid);
     free(r);
     return err;
 }
@@ -335,6 +337,7 @@ void fl__region_unmap(fl_region *r)
         close(r->sock);
     pthread_mutex_destroy(&r->keeper_lock);
     free((void *)r->held);
+    free((void *)r->held_tid);
     free(r);
 }
 
@@ -529,6 +532,7 @@ void fl_close(fl_region *r)
         /* keeper_lock is not destroyed: a parent's thread may have held it
          * at the fork, and the child's copy would stay locked. */
         free((void *)r->held);
+    free((void *)r->held_tid);
         free(r);
         return;
     }

@@ -62,8 +62,10 @@
  * EARLY RETURNS AROUND THE WAIT (no transition of the pair; src/slot.pml
  * lists them under "Outside the model")
  *   own lock  a wait on a key held, unexpired, by this handle's own latest
- *             acquisition returns -EDEADLK instead of sleeping until its own
- *             deadline and then taking itself over.  The test: the slot's
+ *             acquisition, made by the calling thread, returns -EDEADLK
+ *             instead of sleeping until its own deadline and then taking
+ *             itself over (other threads of the handle wait for it as
+ *             before: they may share a handle and contend).  The test: the slot's
  *             state word holds exactly the token r->held[slot] recorded at
  *             this handle's last acquisition.  Tokens of a key never repeat,
  *             so an entry left by a release or a lost lease never matches a
@@ -83,6 +85,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -165,6 +169,17 @@ static void fl__wake_waiters(struct fl__slot *sl)
     /* release: a woken waiter that sees the new seq also sees the release */
     atomic_fetch_add_explicit(&sl->wake_seq, 1, memory_order_release);
     fl__futex_wake_all(&sl->wake_seq);
+}
+
+/* The calling thread's id, cached: identifies the acquiring thread in
+ * r->held_tid (EARLY RETURNS).  In a forked child the cache keeps the
+ * parent thread's id, which no other thread of the child can have. */
+static uint32_t fl__self_tid(void)
+{
+    static _Thread_local uint32_t tid;
+    if (!tid)
+        tid = (uint32_t)syscall(SYS_gettid);
+    return tid;
 }
 
 static inline void fl__cpu_relax(void) { __builtin_ia32_pause(); }
@@ -266,9 +281,12 @@ static int fl__acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t
                     fl__count(sl, FL__C_BUSY);
                     return fl__fail_static(-EBUSY, "the key is held (try again later)");
                 }
-                /* relaxed: our own entry, written by this handle */
-                if (atomic_load_explicit(&r->held[idx], memory_order_relaxed) ==
-                    s >> FL__TOKEN_SHIFT)
+                /* acquire: pairs with the release store of held[] below, so
+                 * held_tid is the acquiring thread's (or a later one's) */
+                if (atomic_load_explicit(&r->held[idx], memory_order_acquire) ==
+                        s >> FL__TOKEN_SHIFT &&
+                    atomic_load_explicit(&r->held_tid[idx], memory_order_relaxed) ==
+                        fl__self_tid())
                     return fl__fail(-EDEADLK,
                                     "key \"%s\" is held by this handle (token %llu): waiting "
                                     "would only outlast its own lease",
@@ -330,8 +348,10 @@ static int fl__acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t
             atomic_store_explicit(&sl->holder_pid, r->pid, memory_order_relaxed);
         if (atomic_load_explicit(&sl->holder_client_id, memory_order_relaxed) != r->client_id)
             atomic_store_explicit(&sl->holder_client_id, r->client_id, memory_order_relaxed);
-        /* relaxed: read only by this handle's own waits (EARLY RETURNS) */
-        atomic_store_explicit(&r->held[idx], next, memory_order_relaxed);
+        /* read only by this handle's own waits (EARLY RETURNS); release:
+         * our thread id before the token */
+        atomic_store_explicit(&r->held_tid[idx], fl__self_tid(), memory_order_relaxed);
+        atomic_store_explicit(&r->held[idx], next, memory_order_release);
         fl__count(sl, FL__C_ACQUISITIONS);
         if (contended || takeover)
             fl__count(sl, FL__C_CONTENDED);

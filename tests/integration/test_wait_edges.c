@@ -106,9 +106,9 @@ static void *waiter_main(void *arg)
     return NULL;
 }
 
-/* I6: another handle of this process, or another process, holding the key
- * is waited for, never -EDEADLK, also with stale holder fields from this
- * handle's earlier holding. */
+/* I6: another handle of this process, another process, or another thread
+ * sharing this handle, holding the key is waited for, never -EDEADLK, also
+ * with stale entries from this handle's earlier holding. */
 static void test_other_holder_still_waits(void **state)
 {
     (void)state;
@@ -153,6 +153,19 @@ static void test_other_holder_still_waits(void **state)
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(w.rc, 0);
     assert_true(w.l.token > la.token);
+    assert_int_equal(fl_release(a, &w.l), 0);
+    /* Another thread sharing the handle waits for this thread's holding
+     * (threads may share a handle and contend): no -EDEADLK. */
+    fl_lease mine;
+    assert_int_equal(fl_acquire(a, "other", 60 * TH_S, 0, &mine), 0);
+    w = (struct waiter){a, never, "other", 1, {0}};
+    assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
+    wait_for_sleeper(b, "other");
+    assert_int_equal(fl_acquire(a, "other", 60 * TH_S, FL_WAIT_FOREVER, &la), -EDEADLK);
+    assert_int_equal(fl_release(a, &mine), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(w.rc, 0);
+    assert_int_equal(w.l.token, mine.token + 1);
     assert_int_equal(fl_release(a, &w.l), 0);
     fl_cancel_free(never);
     int st;
