@@ -176,7 +176,10 @@ static void fl__wake_waiters(struct fl__slot *sl)
  * parent thread's id, which no other thread of the child can have. */
 static uint32_t fl__self_tid(void)
 {
-    static _Thread_local uint32_t tid;
+    /* initial-exec: a plain %fs load, not a __tls_get_addr call, on the
+     * uncontended path (the library is not dlopen()ed late in practice;
+     * glibc reserves static TLS room for that case) */
+    static _Thread_local uint32_t tid __attribute__((tls_model("initial-exec")));
     if (!tid)
         tid = (uint32_t)syscall(SYS_gettid);
     return tid;

@@ -143,7 +143,7 @@
  * cancelled sleeper undoes its waiters increment as a timed-out one does;
  * the trigger's bump of wake_seq is one more spurious wake, which the
  * model's waiters already tolerate). */
-/* C-VERSION: src/slot.c git-blob f5fd73f1ff7aa7bd23041e26e94dc61468096337 */
+/* C-VERSION: src/slot.c git-blob e1e130cdcc5b78d541aee284548cea46ad428f84 */
 
 #ifndef NC
 #define NC 3
