@@ -23,14 +23,14 @@ _fencelock()
     local cmd=${COMP_WORDS[1]} opts= argopts=
     case $cmd in
     status)
-        opts="-r --region --json --prefix --watch --count -h --help"
-        argopts="-r --region --prefix --count" ;;
+        opts="-r --region --json --prefix --watch --count -o --output --output-all --list-columns -h --help"
+        argopts="-r --region --prefix --count -o --output" ;;
     metrics)
         opts="-r --region -h --help"
         argopts="-r --region" ;;
     run)
-        opts="-r --region -l --lease -w --wait -n --no-wait -k --kill-after -h --help"
-        argopts="-r --region -l --lease -w --wait -k --kill-after"
+        opts="-r --region -l --lease -w --wait -n --no-wait -k --kill-after -E --conflict-exit-code -c --command --require-supervisor -h --help"
+        argopts="-r --region -l --lease -w --wait -k --kill-after -E --conflict-exit-code -c --command"
         # After --: COMMAND, then its arguments (files).
         local i
         for ((i = 2; i < COMP_CWORD; i++)); do

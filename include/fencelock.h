@@ -226,11 +226,23 @@ FL_API void fl_close(fl_region *r);
  * The key gets a slot on first use and keeps it for the life of the region.
  * A try that fails consumes no token.
  *
+ * A wait (timeout_ns != 0) on a key that this handle holds, by an unexpired
+ * lease of its latest acquisition of the key made by the calling thread,
+ * returns -EDEADLK at once: it could only end at its own deadline, take its
+ * own lease over and make that lease stale.  Another thread of the process
+ * sharing the handle still waits for that holding to end (threads may share
+ * a handle and contend, as before); a key held by another handle or process
+ * is waited for as always; a try (timeout_ns 0) on one's own key still
+ * returns -EBUSY.
+ *
  * Errors:
  *   -EINVAL    NULL argument, key of 0 or more than FL_KEY_MAX bytes, lease_ns 0,
  *              timeout_ns < 0 other than FL_WAIT_FOREVER, or a read-only handle
  *   -EBUSY     timeout_ns was 0 and the key is held by an unexpired lease
  *   -ETIMEDOUT the key stayed held for timeout_ns
+ *   -EDEADLK   timeout_ns != 0 and the key is held, unexpired, by this handle's
+ *              acquisition made by the calling thread (see above); nothing
+ *              changed, no token consumed
  *   -ENOSPC    the key is new and the region's lock table is full
  *   -EOVERFLOW the key's token counter is spent for the current epoch (fencelockd
  *              advances the epoch long before; without a supervisor it cannot),
@@ -239,6 +251,47 @@ FL_API void fl_close(fl_region *r);
  */
 FL_API int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
                       fl_lease *lease);
+
+/* Cancelling a wait.
+ *
+ * An fl_cancel is a flag in this process's memory that ends the waits given
+ * it: fl_acquire_cancelable() is fl_acquire() that returns -ECANCELED
+ * instead of waiting (or going on waiting) for a held key once
+ * fl_cancel_trigger() has been called on it, from another thread or from a
+ * signal handler.  The flag stays set until fl_cancel_reset(), so a trigger
+ * that comes just before the wait begins is not lost, and every later wait
+ * given the same object ends at once until it is reset.  A key that is free
+ * is still acquired when the flag is set: cancellation ends waiting only.
+ * A cancelled wait consumes no token and leaves nothing held.
+ *
+ * Contexts: fl_cancel_trigger() and fl_cancel_is_triggered() are
+ * async-signal-safe (atomics and one futex wake; errno is preserved) and
+ * thread-safe; fl_cancel_new(), fl_cancel_free() and fl_cancel_reset() are
+ * thread-safe but not async-signal-safe.  One object may serve several
+ * waits at once.  Free it only when no wait and no trigger uses it, and do
+ * not fl_close() a region while a trigger may still run for a wait on it.
+ * A trigger wakes every sleeper of the key the cancelled wait sleeps on;
+ * the others look at the key again and sleep on.
+ */
+typedef struct fl_cancel fl_cancel; /* opaque: a cancellation flag */
+
+/* A new, untriggered fl_cancel.  Errors: -EINVAL (out NULL), -ENOMEM. */
+FL_API int fl_cancel_new(fl_cancel **out);
+/* Free it; NULL is ignored. */
+FL_API void fl_cancel_free(fl_cancel *c);
+/* Set the flag and wake the wait that uses c, if one sleeps.  NULL is ignored. */
+FL_API void fl_cancel_trigger(fl_cancel *c);
+/* Clear the flag, for the next wait. NULL is ignored. */
+FL_API void fl_cancel_reset(fl_cancel *c);
+/* 1 if triggered (and not reset since), else 0. */
+FL_API int fl_cancel_is_triggered(const fl_cancel *c);
+
+/* fl_acquire() whose wait ends with -ECANCELED when cancel is triggered
+ * (see above).  Errors: those of fl_acquire(), and
+ *   -ECANCELED the key was held and cancel was or became triggered
+ *   -EINVAL    cancel is NULL (and fl_acquire()'s cases) */
+FL_API int fl_acquire_cancelable(fl_region *r, const char *key, uint64_t lease_ns,
+                                 int64_t timeout_ns, fl_cancel *cancel, fl_lease *lease);
 
 /* Extend a lease to now + lease_ns; updates lease->deadline_ns.
  * Errors:
@@ -293,6 +346,47 @@ FL_API int fl_check(fl_region *r, const fl_lease *lease);
  */
 FL_API int fl_commit(fl_region *r, const fl_lease *lease, const char *record, const void *data,
                      size_t len, unsigned flags, uint64_t *accepted);
+
+/* Commit len bytes to record, fenced by token, a token that key issued.
+ *
+ * The same commit as fl_commit(), for a holder that has the key and the
+ * token but not the fl_lease (a shell script run by `fencelock run`, which
+ * finds them in $FENCELOCK_KEY and $FENCELOCK_TOKEN; another process that
+ * was handed them).  The key's lock slot is looked up, never created; the
+ * token must be one that key issued (0 < token <= the key's newest token,
+ * the check fl_commit() makes of a lease); then the commit is fl_commit()'s:
+ * it takes effect if and only if token >= F (> F with FL_COMMIT_STRICT),
+ * atomically (I2), and binds a new record to key (I8).
+ *
+ * Why this is safe: the fence compares tokens, nothing else.  fl_commit()
+ * does not check that the lease is current either: a lease that was lost
+ * (expired, taken over) still commits until a newer token has committed to
+ * the record, and is refused from then on.  A token without its lease is in
+ * exactly that position: it proves nothing about current ownership, only
+ * which acquisition it came from, and a newer holder's first commit shuts it
+ * out.  Anyone who could call this could also write the region file (see
+ * CAVEATS: every writer of the region is trusted); the check that the key
+ * issued the token keeps a mistyped token from poisoning a record with a
+ * value no acquisition reached.
+ *
+ * Returns 0 (*accepted, if not NULL, set to token), or:
+ *   -ESTALE    the record already accepted a greater token (or an equal one under
+ *              FL_COMMIT_STRICT); *accepted, if not NULL, is set to the greatest
+ *              accepted token.  Ownership is lost: never retry with this token.
+ *   -ENOENT    key was never acquired in this region (it has no lock slot, so it
+ *              issued no token); nothing is created
+ *   -EINVAL    NULL r, key or record, key or record name of 0 or more than
+ *              FL_KEY_MAX bytes, NULL data with len > 0, unknown flags, token 0
+ *              or greater than any token key issued, or a read-only handle
+ *   -EXDEV     the record is bound to another key than key
+ *   -EMSGSIZE  len exceeds the region's record size
+ *   -ENOSPC    the record is new and the record table is full, or no commit
+ *              buffer is free
+ *   -EPROTO    the region's shared data is corrupt
+ *   -ECHILD    r was opened by another process (see CONVENTIONS)
+ */
+FL_API int fl_commit_token(fl_region *r, const char *key, uint64_t token, const char *record,
+                           const void *data, size_t len, unsigned flags, uint64_t *accepted);
 
 /* Read the current value: copies at most cap bytes, sets *len to its full length and *fence to
    the token that wrote it.  The bytes are exactly those of one accepted commit (I3).

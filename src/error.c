@@ -13,6 +13,8 @@
 #define FL__ERRORS(X)                                                                       \
     X(ESTALE, "fencing token is stale: ownership lost (do not retry with this token)")     \
     X(EBUSY, "the lock is held")                                                            \
+    X(EDEADLK, "the lock is held by this thread's own lease: waiting would outlast it")     \
+    X(ECANCELED, "the wait was cancelled")                                                  \
     X(ETIMEDOUT, "timed out waiting for the lock")                                          \
     X(EINVAL, "invalid argument")                                                           \
     X(ENOENT, "no such region, key or record")                                              \

@@ -75,6 +75,27 @@ struct fl_region {
     /* The buffer this handle last replaced or gave back, tried first by its
      * next commit (record.c): index + 1, a hint, never a holding. */
     _Atomic uint32_t buffer_hint;
+
+    /* Per lock slot, the token of this handle's latest acquisition of it
+     * (0: none): process memory, lock_capacity entries, NULL for read-only
+     * handles.  A waiting fl_acquire answers -EDEADLK when the slot's state
+     * word holds exactly that token (slot.c): tokens of a key never repeat,
+     * so an entry left behind by a release or a lost lease never matches
+     * another holding, and no other process's acquisition can match.  Only
+     * the thread that made the acquisition gets -EDEADLK: other threads
+     * sharing the handle wait for it as they always could. */
+    _Atomic uint64_t *held;
+    /* Per lock slot, the thread (fl__self_tid) that made that acquisition:
+     * written before held[] (release), read after it (acquire), so a waiter
+     * that sees the token also sees its thread or a later one. */
+    _Atomic uint32_t *held_tid;
+};
+
+/* A cancellation token for waits (fl_cancel_new, slot.c). */
+struct fl_cancel {
+    _Atomic uint32_t cancelled;
+    /* The futex word the waiter sleeps on, while it waits; NULL otherwise. */
+    _Atomic(_Atomic uint32_t *) sleeping_on;
 };
 
 /* ---- error.c ---- */

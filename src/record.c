@@ -427,6 +427,35 @@ int fl_commit(fl_region *r, const fl_lease *lease, const char *record, const voi
     }
 }
 
+/* A commit by key and token: the fence compares only tokens, so these two
+ * are all it needs (see the header for why that is safe).  The key is
+ * looked up, never created: a key never acquired issued no token. */
+int fl_commit_token(fl_region *r, const char *key, uint64_t token, const char *record,
+                    const void *data, size_t len, unsigned flags, uint64_t *accepted)
+{
+    if (!r)
+        return fl__fail(-EINVAL, "fl_commit_token: NULL argument");
+    int err = fl__handle_check(r, "fl_commit_token");
+    if (err)
+        return err;
+    int klen = fl__key_check(key);
+    if (klen < 0)
+        return klen;
+    struct fl__keytab t;
+    fl__keytab_locks(r, &t);
+    uint32_t idx = 0;
+    err = fl__key_find(&t, key, (size_t)klen, &idx);
+    if (err == -ENOENT)
+        return fl__fail(-ENOENT, "fl_commit_token: key \"%s\" was never acquired in %s", key,
+                        r->path);
+    if (err)
+        return err;
+    /* fl__commit_args checks that the key issued the token: 0 < token <=
+     * the newest token of the slot, exactly as for a lease. */
+    const fl_lease lease = {.token = token, .slot = idx};
+    return fl_commit(r, &lease, record, data, len, flags, accepted);
+}
+
 int fl_read(fl_region *r, const char *record, void *buf, size_t cap, size_t *len,
             uint64_t *fence)
 {

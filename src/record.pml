@@ -115,8 +115,11 @@
  * makes the CAS fail (in the same boot no current buffer fails the check:
  * a buffer cur names never changes); reads refusing a marked cur, and
  * commits taking its F as 0 (tokens of this boot are above every earlier
- * one, I1); and the entry checks against a handle used after fork.
- * C-VERSION: src/record.c git-blob 04795866d9e18c1d0388b3cec150b0b22f097d08 */
+ * one, I1); the entry checks against a handle used after fork; and
+ * fl_commit_token, which looks the key's slot up (never creating it) and
+ * then makes fl_commit's commit with a lease of that slot and token: the
+ * same steps as the model's commit.
+ * C-VERSION: src/record.c git-blob dc4ebea6747cc1725eefa49d902f5505268a0400 */
 
 #ifndef NB
 #define NB 3

@@ -303,6 +303,12 @@ int fl__region_map_named(const char *path, bool readonly, bool named, fl_region 
      * mapped header could be scribbled on by a buggy process. */
     r->hdr = (struct fl__header *)base;
     r->lock_capacity = h.lock_capacity;
+    if (!readonly && (!(r->held = calloc(h.lock_capacity, sizeof *r->held)) ||
+                      !(r->held_tid = calloc(h.lock_capacity, sizeof *r->held_tid)))) {
+        err = fl__fail(-ENOMEM, "out of memory");
+        munmap(r->base, r->size);
+        goto fail;
+    }
     r->lock_index_mask = h.lock_index_cap - 1;
     r->record_capacity = h.record_capacity;
     r->record_index_mask = h.record_index_cap - 1;
@@ -331,6 +337,8 @@ fail:
     if (r->fd >= 0)
         close(r->fd);
     pthread_mutex_destroy(&r->keeper_lock);
+    free((void *)r->held);
+    free((void *)r->held_tid);
     free(r);
     return err;
 }
@@ -346,6 +354,8 @@ void fl__region_unmap(fl_region *r)
     if (r->sock >= 0)
         close(r->sock);
     pthread_mutex_destroy(&r->keeper_lock);
+    free((void *)r->held);
+    free((void *)r->held_tid);
     free(r);
 }
 
@@ -549,6 +559,8 @@ void fl_close(fl_region *r)
             close(r->sock);
         /* keeper_lock is not destroyed: a parent's thread may have held it
          * at the fork, and the child's copy would stay locked. */
+        free((void *)r->held);
+    free((void *)r->held_tid);
         free(r);
         return;
     }

@@ -59,8 +59,35 @@
  *   it reaps the dead process (fl__slots_wake_sleepers).  Waiters
  *   also wake at the holder's deadline and take the expired lease over, so a
  *   stopped or dead holder delays them by its lease at most (I4).
+ *
+ * EARLY RETURNS AROUND THE WAIT (no transition of the pair; src/slot.pml
+ * lists them under "Outside the model")
+ *   own lock  a wait on a key held, unexpired, by this handle's own latest
+ *             acquisition, made by the calling thread, returns -EDEADLK
+ *             instead of sleeping until its own deadline and then taking
+ *             itself over (other threads of the handle wait for it as
+ *             before: they may share a handle and contend).  The test: the slot's
+ *             state word holds exactly the token r->held[slot] recorded at
+ *             this handle's last acquisition.  Tokens of a key never repeat,
+ *             so an entry left by a release or a lost lease never matches a
+ *             later holding, and r->held is process memory: another
+ *             process's holding cannot match.  (The lease word's owner is a
+ *             client index, 0 for every unregistered process, and the
+ *             holder_pid/holder_client_id fields are informational and
+ *             written after the CAS: neither can tell.)
+ *   cancel    a wait given an fl_cancel publishes the futex word it sleeps
+ *             on in the cancel object, then reads the cancelled flag after
+ *             reading wake_seq; fl_cancel_trigger sets the flag, then reads
+ *             the published word and bumps and wakes it.  Both sides are
+ *             seq_cst: either the waiter sees the flag before sleeping, or
+ *             the trigger sees the word and its bump makes the futex_wait
+ *             return at once (the same Dekker argument as WAITING).
  */
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -145,6 +172,20 @@ static void fl__wake_waiters(struct fl__slot *sl)
     fl__futex_wake_all(&sl->wake_seq);
 }
 
+/* The calling thread's id, cached: identifies the acquiring thread in
+ * r->held_tid (EARLY RETURNS).  In a forked child the cache keeps the
+ * parent thread's id, which no other thread of the child can have. */
+static uint32_t fl__self_tid(void)
+{
+    /* initial-exec: a plain %fs load, not a __tls_get_addr call, on the
+     * uncontended path (the library is not dlopen()ed late in practice;
+     * glibc reserves static TLS room for that case) */
+    static _Thread_local uint32_t tid __attribute__((tls_model("initial-exec")));
+    if (!tid)
+        tid = (uint32_t)syscall(SYS_gettid);
+    return tid;
+}
+
 static inline void fl__cpu_relax(void) { __builtin_ia32_pause(); }
 
 /* Spin briefly before sleeping: a holder running on another core usually
@@ -162,18 +203,23 @@ static bool fl__spin_until_changed(struct fl__slot *sl, uint64_t s)
     return false;
 }
 
-/* Sleep until the pair leaves (s, l), the holder's deadline, or wait_until.
- * Returns 0 to re-examine the pair, or -ETIMEDOUT. */
+/* Sleep until the pair leaves (s, l), the holder's deadline, wait_until, or
+ * cancel (may be NULL) is triggered.  Returns 0 to re-examine the pair,
+ * -ETIMEDOUT or -ECANCELED. */
 static int fl__wait_for_change(fl_region *r, struct fl__slot *sl, uint64_t s, uint64_t l,
-                               uint64_t wait_until)
+                               uint64_t wait_until, fl_cancel *cancel)
 {
+    if (cancel) /* seq_cst: Dekker with fl_cancel_trigger (EARLY RETURNS) */
+        atomic_store(&cancel->sleeping_on, &sl->wake_seq);
     /* acquire: pairs with the releaser's release increment */
     uint32_t seq = atomic_load_explicit(&sl->wake_seq, memory_order_acquire);
     atomic_fetch_add(&sl->waiters, 1); /* seq_cst: Dekker with fl__wake_waiters */
     uint64_t s2 = atomic_load(&sl->pair.state);
     uint64_t l2 = atomic_load(&sl->pair.lease);
     int rc = 0;
-    if (s2 == s && l2 == l) {
+    if (cancel && atomic_load(&cancel->cancelled)) { /* seq_cst: after the seq read */
+        rc = -ECANCELED;
+    } else if (s2 == s && l2 == l) {
         uint64_t until = fl__deadline_ns(r, l);
         if (wait_until && wait_until < until)
             until = wait_until;
@@ -187,11 +233,15 @@ static int fl__wait_for_change(fl_region *r, struct fl__slot *sl, uint64_t s, ui
     }
     /* relaxed: the count only decides whether releasers bother to wake */
     atomic_fetch_sub_explicit(&sl->waiters, 1, memory_order_relaxed);
+    if (cancel) /* relaxed: a trigger that still sees it only wakes for nothing */
+        atomic_store_explicit(&cancel->sleeping_on, NULL, memory_order_relaxed);
+    if (rc == 0 && cancel && atomic_load(&cancel->cancelled))
+        rc = -ECANCELED;
     return rc;
 }
 
-int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
-               fl_lease *lease)
+static int fl__acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
+                       fl_cancel *cancel, fl_lease *lease)
 {
     if (!r || !lease)
         return fl__fail(-EINVAL, "fl_acquire: NULL argument");
@@ -235,6 +285,18 @@ int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout
                     fl__count(sl, FL__C_BUSY);
                     return fl__fail_static(-EBUSY, "the key is held (try again later)");
                 }
+                /* acquire: pairs with the release store of held[] below, so
+                 * held_tid is the acquiring thread's (or a later one's) */
+                if (atomic_load_explicit(&r->held[idx], memory_order_acquire) ==
+                        s >> FL__TOKEN_SHIFT &&
+                    atomic_load_explicit(&r->held_tid[idx], memory_order_relaxed) ==
+                        fl__self_tid())
+                    return fl__fail(-EDEADLK,
+                                    "key \"%s\" is held by this handle (token %llu): waiting "
+                                    "would only outlast its own lease",
+                                    key, (unsigned long long)(s >> FL__TOKEN_SHIFT));
+                if (cancel && atomic_load(&cancel->cancelled))
+                    return fl__fail(-ECANCELED, "wait for key \"%s\" cancelled", key);
                 if (wait_until && now >= wait_until) {
                     fl__count(sl, FL__C_TIMEOUTS);
                     return fl__fail(-ETIMEDOUT, "key \"%s\" stayed held", key);
@@ -244,7 +306,9 @@ int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout
                     if (fl__spin_until_changed(sl, s))
                         continue;
                 }
-                err = fl__wait_for_change(r, sl, s, l, wait_until);
+                err = fl__wait_for_change(r, sl, s, l, wait_until, cancel);
+                if (err == -ECANCELED)
+                    return fl__fail(err, "wait for key \"%s\" cancelled", key);
                 if (err) {
                     fl__count(sl, FL__C_TIMEOUTS);
                     return fl__fail(err, "key \"%s\" stayed held", key);
@@ -288,6 +352,10 @@ int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout
             atomic_store_explicit(&sl->holder_pid, r->pid, memory_order_relaxed);
         if (atomic_load_explicit(&sl->holder_client_id, memory_order_relaxed) != r->client_id)
             atomic_store_explicit(&sl->holder_client_id, r->client_id, memory_order_relaxed);
+        /* read only by this handle's own waits (EARLY RETURNS); release:
+         * our thread id before the token */
+        atomic_store_explicit(&r->held_tid[idx], fl__self_tid(), memory_order_relaxed);
+        atomic_store_explicit(&r->held[idx], next, memory_order_release);
         fl__count(sl, FL__C_ACQUISITIONS);
         if (contended || takeover)
             fl__count(sl, FL__C_CONTENDED);
@@ -306,6 +374,62 @@ int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout
         lease->flags = flags;
         return 0;
     }
+}
+
+int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
+               fl_lease *lease)
+{
+    return fl__acquire(r, key, lease_ns, timeout_ns, NULL, lease);
+}
+
+int fl_acquire_cancelable(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
+                          fl_cancel *cancel, fl_lease *lease)
+{
+    if (!cancel)
+        return fl__fail(-EINVAL, "fl_acquire_cancelable: NULL argument");
+    return fl__acquire(r, key, lease_ns, timeout_ns, cancel, lease);
+}
+
+int fl_cancel_new(fl_cancel **out)
+{
+    if (!out)
+        return fl__fail(-EINVAL, "fl_cancel_new: NULL argument");
+    fl_cancel *c = calloc(1, sizeof *c);
+    if (!c)
+        return fl__fail(-ENOMEM, "out of memory");
+    *out = c;
+    return 0;
+}
+
+void fl_cancel_free(fl_cancel *c) { free(c); }
+
+/* Async-signal-safe: atomics and one futex system call, no lock, no errno
+ * left changed. */
+void fl_cancel_trigger(fl_cancel *c)
+{
+    if (!c)
+        return;
+    atomic_store(&c->cancelled, 1); /* seq_cst: Dekker with the waiter (EARLY RETURNS) */
+    _Atomic uint32_t *word = atomic_load(&c->sleeping_on);
+    if (word) {
+        int saved = errno;
+        /* Every sleeper of that key wakes, re-examines the pair and sleeps
+         * again: a cancel costs the key's other waiters one wakeup. */
+        atomic_fetch_add_explicit(word, 1, memory_order_release);
+        fl__futex_wake_all(word);
+        errno = saved;
+    }
+}
+
+void fl_cancel_reset(fl_cancel *c)
+{
+    if (c) /* relaxed: the caller orders a reset before the next wait itself */
+        atomic_store_explicit(&c->cancelled, 0, memory_order_relaxed);
+}
+
+int fl_cancel_is_triggered(const fl_cancel *c)
+{
+    return c && atomic_load((_Atomic uint32_t *)&c->cancelled) ? 1 : 0;
 }
 
 /* A renew or release refused as stale: counted, remembered, reported. */

@@ -137,9 +137,15 @@
  * conversion of deadlines by a time namespace's offset (fl__deadline_ns,
  * fl__make_lease: the same arithmetic in every process, so every process
  * reads the same deadline from the same pair; the model's clock is host
- * time); and the statistics counters (busy tries, timed-out waits: relaxed
- * increments on the paths that return). */
-/* C-VERSION: src/slot.c git-blob d021328ff181edb374b601aa7c8e5c94cf79a63a */
+ * time); the statistics counters (busy tries, timed-out waits: relaxed
+ * increments on the paths that return); and the early returns around a wait (slot.c, EARLY RETURNS): a
+ * wait on a key whose state word holds this handle's own latest token
+ * returns -EDEADLK, and a cancelled wait returns -ECANCELED, both before
+ * any CAS and without sleeping, so they change no pair and no count (a
+ * cancelled sleeper undoes its waiters increment as a timed-out one does;
+ * the trigger's bump of wake_seq is one more spurious wake, which the
+ * model's waiters already tolerate). */
+/* C-VERSION: src/slot.c git-blob 700c4ddad2264e083b660aa985bd69a21dec4a92 */
 
 #ifndef NC
 #define NC 3

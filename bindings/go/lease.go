@@ -1,12 +1,14 @@
 package fencelock
 
 /*
+#include <errno.h>
 #include <fencelock.h>
 */
 import "C"
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -77,9 +79,7 @@ func (r *Region) Acquire(ctx context.Context, key string, lease time.Duration) (
 		if err != nil {
 			return nil, err
 		}
-		e := call("acquire", func() C.int {
-			return C.fl_acquire(c, cptr(k), durationNs(lease), C.int64_t(timeout), &l.c)
-		})
+		e := acquireOnce(c, k, durationNs(lease), C.int64_t(timeout), &l.c)
 		r.mu.RUnlock()
 		if e == nil {
 			l.Token = uint64(l.c.token)
@@ -150,4 +150,33 @@ func (l *Lease) Check() bool {
 	defer l.r.mu.RUnlock()
 	// No lock: fl_check reads token and slot, which never change.
 	return C.fl_check(c, &l.c) == 0
+}
+
+// acquireOnce makes one fl_acquire call.  The C library answers a wait with
+// EDEADLK when the calling OS thread made the key's current acquisition
+// through this handle: a C thread that would wait for itself.  Goroutines
+// are not OS threads: the goroutine that holds the key may have acquired it
+// on the thread this one runs on now.  So on EDEADLK the call is made again
+// from another goroutine while this one keeps its thread locked, which puts
+// the second call on another thread: the wait then waits, as a goroutine
+// waiting for another goroutine should (Go has no deadlock detection here;
+// a goroutine that waits for a key it holds itself waits until ctx is done
+// or its own lease ends).
+func acquireOnce(c *C.fl_region, k []byte, leaseNs C.uint64_t, timeout C.int64_t, out *C.fl_lease) *Error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	rc := C.fl_acquire(c, cptr(k), leaseNs, timeout, out)
+	if rc == -C.EDEADLK {
+		result := make(chan *Error, 1)
+		go func() {
+			result <- call("acquire", func() C.int {
+				return C.fl_acquire(c, cptr(k), leaseNs, timeout, out)
+			})
+		}()
+		return <-result
+	}
+	if rc >= 0 {
+		return nil
+	}
+	return newError("acquire", syscall.Errno(-rc), C.GoString(C.fl_last_error()))
 }

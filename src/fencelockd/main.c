@@ -22,6 +22,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "duration.h"
 #include "fencelockd.h"
 
 enum {
@@ -59,16 +60,20 @@ static const char usage_text[] =
     "                           $XDG_STATE_HOME/fencelock/NAME.state)\n"
     "      --min-token N        every new token is greater than N (moving a region\n"
     "                           to a new file or host: pass its greatest token)\n"
-    "      --flush-interval S   msync the region every S seconds, 0 = only at a\n"
-    "                           clean stop [30] (matters for a region on disk)\n"
+    "      --flush-interval D   msync the region every DURATION D, 0 = only at a\n"
+    "                           clean stop [30s] (matters for a region on disk)\n"
     "      --log PATH           append the log to PATH instead of stderr (reopened\n"
     "                           on SIGHUP, for logrotate)\n"
     "      --syslog             copy every log line to syslog (journald)\n"
     "      --metrics-file PATH  rewrite PATH atomically with Prometheus metrics\n"
     "                           (node_exporter's textfile collector)\n"
-    "      --metrics-interval S seconds between metrics-file rewrites [15]\n"
+    "      --metrics-interval D DURATION between metrics-file rewrites [15s]\n"
     "  -h, --help               show this help\n"
     "  -V, --version            show the version\n"
+    "\n"
+    "A DURATION is a decimal number of seconds (30, 0.5), or a decimal number\n"
+    "with a unit: us, ms, s, m or h (as in 500ms, 2m); both intervals are at\n"
+    "least 100ms and at most 24h.\n"
     "\n"
     "Creation parameters apply to a new region; given for an existing region\n"
     "they must match it, or fencelockd refuses to start. --group and --mode are\n"
@@ -127,11 +132,11 @@ struct options {
     const char *region;
     const char *state;
     uint64_t min_token;
-    uint32_t flush_interval;
+    uint64_t flush_interval_ns; /* 0: only at a clean stop */
     const char *log_path;
     bool syslog;
     const char *metrics_file;
-    uint32_t metrics_interval;
+    uint64_t metrics_interval_ns;
     struct fl__params params;
     bool given[5];
     gid_t gid;           /* --group, (gid_t)-1 if not given */
@@ -149,6 +154,30 @@ static int parse_u32(const char *name, const char *s, uint32_t lo, uint32_t hi, 
         return -1;
     }
     *out = (uint32_t)v;
+    return 0;
+}
+
+/* Intervals are checked on each turn of the event loop, which polls at most
+ * 100 ms: a shorter one would not be kept. */
+#define INTERVAL_MIN_NS (100ull * 1000000ull)
+#define INTERVAL_MAX_NS (86400ull * 1000000000ull)
+
+/* A DURATION (src/common/duration.c, the grammar of every fencelock
+ * program): a bare number is seconds, as these options always took it. */
+static int parse_interval(const char *name, const char *s, bool zero_ok, uint64_t *out)
+{
+    const char *why = NULL;
+    uint64_t v = 0;
+    if (cli_parse_duration(s, &v, &why) != 0) {
+        fprintf(stderr, "fencelockd: --%s: '%s': %s\n", name, s, why);
+        return -1;
+    }
+    if ((v != 0 || !zero_ok) && (v < INTERVAL_MIN_NS || v > INTERVAL_MAX_NS)) {
+        fprintf(stderr, "fencelockd: --%s: '%s' is not a duration from 100ms to 24h%s\n", name,
+                s, zero_ok ? " (or 0)" : "");
+        return -1;
+    }
+    *out = v;
     return 0;
 }
 
@@ -174,10 +203,10 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    o->flush_interval = 30;
+    o->flush_interval_ns = 30ull * 1000000000ull;
+    o->metrics_interval_ns = 15ull * 1000000000ull;
     o->gid = (gid_t)-1;
     bool mode_given = false;
-    o->metrics_interval = 15;
     o->params = (struct fl__params){FL__DEFAULT_LOCKS, FL__DEFAULT_RECORDS,
                                     FL__DEFAULT_RECORD_SIZE, FL__DEFAULT_CLIENTS,
                                     FL__DEFAULT_SPARE_BUFFERS};
@@ -204,11 +233,11 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->min_token = v;
             break;
         }
-        case 'f': err = parse_u32("flush-interval", optarg, 0, 86400, &o->flush_interval); break;
+        case 'f': err = parse_interval("flush-interval", optarg, true, &o->flush_interval_ns); break;
         case 'l': o->log_path = optarg; break;
         case 'y': o->syslog = true; break;
         case 'M': o->metrics_file = optarg; break;
-        case 'I': err = parse_u32("metrics-interval", optarg, 1, 86400, &o->metrics_interval); break;
+        case 'I': err = parse_interval("metrics-interval", optarg, false, &o->metrics_interval_ns); break;
         case 'G': err = access_parse_group(optarg, &o->gid); o->access_given = true; break;
         case 'O': err = access_parse_mode(optarg, &o->mode); mode_given = o->access_given = true; break;
         case 'h': fputs(usage_text, stdout); exit(0);
@@ -553,7 +582,7 @@ int main(int argc, char **argv)
     for (;;) {
         uint64_t now = fl__monotonic_ns(NULL);
         event_log_drain(events);
-        if (o.metrics_file && now - last_metrics >= o.metrics_interval * 1000000000ull) {
+        if (o.metrics_file && now - last_metrics >= o.metrics_interval_ns) {
             last_metrics = now;
             int err = metrics_file_write(r, o.metrics_file);
             if (err) {
@@ -569,10 +598,10 @@ int main(int argc, char **argv)
             char err[4400];
             if (epoch_check_counters(r, state_path, err, sizeof err) != 0)
                 log_error("epoch_not_durable", err);
-            if (o.flush_interval && now - last_flush >= o.flush_interval * 1000000000ull) {
-                last_flush = now;
-                flush_region(r);
-            }
+        }
+        if (o.flush_interval_ns && now - last_flush >= o.flush_interval_ns) {
+            last_flush = now;
+            flush_region(r);
         }
         fds[0] = (struct pollfd){.fd = sfd, .events = POLLIN};
         /* A negative fd is skipped by poll: out of descriptors with nothing

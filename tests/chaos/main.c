@@ -5,6 +5,7 @@
  * fencelockd, then checks the logs; exits 0 only with zero violations.
  */
 #include "chaos.h"
+#include "duration.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,7 +34,8 @@ static const char usage[] =
     "1 violations (the seed to replay is printed), 2 bad usage, 3 set-up failed.\n"
     "\n"
     "Options:\n"
-    "  --duration D         run time: 90, 90s, 500ms, 5m, 1h [60s]\n"
+    "  --duration D         run time: seconds (90, 0.5) or with a unit: 500ms,\n"
+    "                       90s, 5m, 1h [60s]\n"
     "  --seed N             seed of every random choice [from the clock; printed]\n"
     "  --workers N          concurrent workers, 1..64 [6]\n"
     "  --keys N             keys, 1..32 [4]\n"
@@ -53,28 +55,6 @@ static const char usage[] =
     "  --fencelockd PATH    the supervisor binary [" FENCELOCKD_PATH "]\n"
     "  --check DIR          only check the logs of an earlier run in DIR\n"
     "  -h, --help           this help\n";
-
-static int parse_duration(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || v < 0)
-        return -1;
-    double mul = 1e9;
-    if (!*end || !strcmp(end, "s"))
-        mul = 1e9;
-    else if (!strcmp(end, "ms"))
-        mul = 1e6;
-    else if (!strcmp(end, "m") || !strcmp(end, "min"))
-        mul = 60e9;
-    else if (!strcmp(end, "h"))
-        mul = 3600e9;
-    else
-        return -1;
-    *out = (uint64_t)(v * mul);
-    return 0;
-}
 
 static int parse_num(const char *name, const char *s, long lo, long hi, long *out)
 {
@@ -161,9 +141,13 @@ int main(int argc, char **argv)
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (ch) {
         case O_DUR:
-            if (parse_duration(optarg, &c.duration_ns) != 0) {
-                fprintf(stderr, "fl_chaos: --duration: '%s' is not a duration\n", optarg);
-                return 2;
+            {
+                /* The one duration grammar of every program (src/common/duration.c). */
+                const char *why;
+                if (cli_parse_duration(optarg, &c.duration_ns, &why) != 0) {
+                    fprintf(stderr, "fl_chaos: --duration: '%s': %s\n", optarg, why);
+                    return 2;
+                }
             }
             break;
         case O_SEED: {

@@ -188,6 +188,10 @@ int ch_worker(const struct ch_config *c, int wid, uint64_t end_ns)
     if (open_region(&w) != 0)
         return 11;
     int nrec = c->keys * c->rpk;
+    /* Leases this worker dropped (let expire) and may still hold: a wait of
+     * its own on such a key would be -EDEADLK (fl_acquire's own-key rule). */
+    static fl_lease dropped[CH_MAX_KEYS];
+    static bool has_dropped[CH_MAX_KEYS];
     while (ch_now() < end_ns) {
         int key = (int)ch_rng_below(&w.rng, (uint64_t)c->keys);
         /* One lease in twenty is long (10..20 leases): a kill of its holder
@@ -206,7 +210,16 @@ int ch_worker(const struct ch_config *c, int wid, uint64_t end_ns)
         else
             timeout = FL_WAIT_FOREVER;
         fl_lease l;
+        if (has_dropped[key] && timeout != 0) {
+            /* As before the rule: wait until our dropped lease has run out
+             * (or was taken over), then wait for the key. */
+            while (fl_check(w.r, &dropped[key]) == 0)
+                ch_sleep_ns(100 * 1000);
+            has_dropped[key] = false;
+        }
         int rc = do_acquire(&w, key, lease, timeout, &l);
+        if (rc == 0)
+            has_dropped[key] = false;
         if (rc != 0) {
             ch_sleep_ns(ch_rng_range(&w.rng, 0, 3 * CH_MS));
             continue;
@@ -237,9 +250,12 @@ int ch_worker(const struct ch_config *c, int wid, uint64_t end_ns)
         }
         if (ch_rng_chance(&w.rng, 85))
             do_release(&w, key, &l);
-        else
+        else {
             ch_log_line(&w.log, "N %" PRIu64 " %" PRIu64 " drop key=%d tok=%" PRIu64, w.log.op,
                         ch_now(), key, l.token); /* let it expire */
+            dropped[key] = l;
+            has_dropped[key] = true;
+        }
         ch_sleep_ns(ch_rng_range(&w.rng, 0, 3 * CH_MS));
     }
     BEGIN(&w, "close n=%d", 0);

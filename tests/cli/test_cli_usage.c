@@ -9,12 +9,14 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <signal.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "cli_util.h"
 #include "fencelock.h"
+#include "harness.h"
 
 #define RUN(res, ...) run_tool((res), NULL, (const char *const[]){__VA_ARGS__, NULL})
 
@@ -192,6 +194,56 @@ static void test_write_error(void **state)
     }
 }
 
+/* I9: fencelockd reads its intervals with the one duration grammar: a bare
+ * number is seconds (decimals allowed), units us ms s m h; bad text is
+ * refused with the reason, before anything is created. */
+static void test_fencelockd_durations(void **state)
+{
+    (void)state;
+    char region[512];
+    snprintf(region, sizeof region, "%s/dur.region", th_tmpdir());
+    const struct {
+        const char *opt, *value, *why;
+    } bad[] = {
+        {"--flush-interval", "5x", "unknown unit"},
+        {"--flush-interval", "-1", "negative"},
+        {"--flush-interval", "50ms", "from 100ms to 24h"},
+        {"--metrics-interval", "0", "from 100ms to 24h"},
+        {"--metrics-interval", "25h", "from 100ms to 24h"},
+        {"--metrics-interval", "1.5sec", "unknown unit"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        run_result r;
+        run_program(&r, NULL,
+                    (const char *const[]){FENCELOCKD_PATH, "--region", region, bad[i].opt,
+                                          bad[i].value, NULL});
+        if (r.status == 0 || !strstr(r.err, bad[i].why) || !strstr(r.err, bad[i].opt))
+            fail_msg("fencelockd %s %s: status %d, stderr:\n%s", bad[i].opt, bad[i].value,
+                     r.status, r.err);
+        run_result_free(&r);
+    }
+    /* Old spellings (whole seconds) and new ones start a supervisor. */
+    const char *const good[][4] = {
+        {"--flush-interval", "0.5", "--metrics-interval", "250ms"},
+        {"--flush-interval", "30", "--metrics-interval", "15"},
+        {"--flush-interval", "0", "--metrics-interval", "1m"},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        char metrics[600];
+        snprintf(metrics, sizeof metrics, "%s/dur%zu.prom", th_tmpdir(), i);
+        th_daemon d;
+        if (th_daemon_start(&d, region,
+                            (const char *const[]){good[i][0], good[i][1], good[i][2], good[i][3],
+                                                  "--metrics-file", metrics, NULL}) != 0)
+            fail_msg("fencelockd %s %s %s %s did not start", good[i][0], good[i][1],
+                     good[i][2], good[i][3]);
+        fl_region *fr;
+        assert_int_equal(fl_open(region, &fr), 0);
+        fl_close(fr);
+        assert_int_equal(th_daemon_stop(&d, SIGTERM), 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -201,6 +253,7 @@ int main(void)
         cmocka_unit_test(test_bad_usage),
         cmocka_unit_test(test_list_columns),
         cmocka_unit_test(test_write_error),
+        cmocka_unit_test(test_fencelockd_durations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

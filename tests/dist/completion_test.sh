@@ -30,8 +30,8 @@ expect "commit help metrics read run status" fencelock ""
 expect "metrics" fencelock me
 expect "--help --version -V -h" fencelock -
 expect "--help --version" fencelock --
-expect "--count --help --json --prefix --region --watch" fencelock status --
-expect "--help --kill-after --lease --no-wait --region --wait" fencelock run -r /x --
+expect "--count --help --json --list-columns --output --output-all --prefix --region --watch" fencelock status --
+expect "--command --conflict-exit-code --help --kill-after --lease --no-wait --region --require-supervisor --wait" fencelock run -r /x --
 expect "--lease" fencelock run --l
 expect "--no-wait" fencelock run --n
 expect "--help --key --region --strict --token" fencelock commit --

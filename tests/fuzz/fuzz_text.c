@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fuzz_text.c - libFuzzer harness for the text parsers of untrusted input
- * outside the library (I9): durations on the fencelock command line
- * (tools/fencelock/duration.c) and fencelockd's durable state file
+ * outside the library (I9): durations as every program reads them
+ * (src/common/duration.c: fencelock, fencelockd, the chaos harness) and fencelockd's durable state file
  * (src/fencelockd/durable.c), which an operator or a failing disk may have
  * left in any shape.
  *
@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../tools/fencelock/duration.h"
+#include "common/duration.h"
 #include "fencelockd/fencelockd.h"
 
 static char state_path[64];

@@ -18,7 +18,7 @@ trap 'rm -rf "$work"' EXIT
 # Sources beyond the library that a harness parses with.
 extra=()
 case "$name" in
-  text) extra=("$top/tools/fencelock/duration.c" "$top/src/fencelockd/durable.c") ;;
+  text) extra=("$top/src/common/duration.c" "$top/src/fencelockd/durable.c") ;;
 esac
 clang -g -O1 -std=c11 -D_GNU_SOURCE -mcx16 -fsanitize=fuzzer,address,undefined \
   -fno-sanitize-recover=all -I"$top/include" -I"$top/src" \

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rec_semantics.c - the documented results of fl_commit / fl_read /
- * fl_commit_u64 / fl_read_u64, one behaviour per test, each on a fresh
+ * rec_semantics.c - the documented results of fl_commit / fl_commit_token /
+ * fl_read / fl_commit_u64 / fl_read_u64, one behaviour per test, each on a fresh
  * region made with fl__region_create (no supervisor needed: I10).
  */
 #include <setjmp.h>
@@ -57,6 +57,55 @@ static fl_record_info info_of(fl_region *r, const char *rec)
     fl_record_info info;
     assert_true(rc_record_info(r, rec, &info));
     return info;
+}
+
+/* I2, I8: fl_commit_token is fl_commit by key and token.  Every error it
+ * documents, and that a token the key issued commits, a stale one is
+ * refused with the accepted token, a lost lease's token commits only until
+ * a newer one has. */
+static void test_commit_token(void **state)
+{
+    (void)state;
+    fl_region *r = fresh("bytoken", 4, 16, 4, NULL);
+    uint64_t acc = 0;
+    /* A key never acquired issued no token: -ENOENT, nothing created. */
+    assert_int_equal(fl_commit_token(r, "never", 1, "rec", "x", 1, 0, &acc), -ENOENT);
+    fl_region_info ri;
+    assert_int_equal(fl_region_info_get(r, &ri), 0);
+    assert_int_equal(ri.locks_used, 0);
+    assert_int_equal(ri.records_used, 0);
+    fl_lease a = take(r, "k");
+    assert_int_equal(fl_release(r, &a), 0);
+    /* Tokens the key never issued. */
+    assert_int_equal(fl_commit_token(r, "k", 0, "rec", "x", 1, 0, &acc), -EINVAL);
+    assert_int_equal(fl_commit_token(r, "k", a.token + 1, "rec", "x", 1, 0, &acc), -EINVAL);
+    /* Bad arguments. */
+    assert_int_equal(fl_commit_token(NULL, "k", a.token, "rec", "x", 1, 0, &acc), -EINVAL);
+    assert_int_equal(fl_commit_token(r, NULL, a.token, "rec", "x", 1, 0, &acc), -EINVAL);
+    assert_int_equal(fl_commit_token(r, "", a.token, "rec", "x", 1, 0, &acc), -EINVAL);
+    assert_int_equal(fl_commit_token(r, "k", a.token, NULL, "x", 1, 0, &acc), -EINVAL);
+    assert_int_equal(fl_commit_token(r, "k", a.token, "rec", NULL, 1, 0, &acc), -EINVAL);
+    assert_int_equal(fl_commit_token(r, "k", a.token, "rec", "x", 1, 0x80, &acc), -EINVAL);
+    char big[17] = {0};
+    assert_int_equal(fl_commit_token(r, "k", a.token, "rec", big, 17, 0, &acc), -EMSGSIZE);
+    /* A released lease's token still commits: the fence compares tokens. */
+    assert_int_equal(fl_commit_token(r, "k", a.token, "rec", "A", 1, 0, &acc), 0);
+    assert_int_equal(acc, a.token);
+    check_value(r, "rec", "A", 1, a.token);
+    fl_lease b = take(r, "k");
+    assert_int_equal(fl_commit_token(r, "k", b.token, "rec", "B", 1, FL_COMMIT_STRICT, &acc), 0);
+    /* Now the older token is stale: -ESTALE, *accepted the newer, no effect. */
+    acc = 0;
+    assert_int_equal(fl_commit_token(r, "k", a.token, "rec", "a", 1, 0, &acc), -ESTALE);
+    assert_int_equal(acc, b.token);
+    assert_int_equal(fl_commit_token(r, "k", b.token, "rec", "b", 1, FL_COMMIT_STRICT, &acc),
+                     -ESTALE);
+    check_value(r, "rec", "B", 1, b.token);
+    /* I8: a record bound to k refuses another key's token. */
+    fl_lease o = take(r, "other");
+    assert_int_equal(fl_commit_token(r, "other", o.token, "rec", "o", 1, 0, &acc), -EXDEV);
+    check_value(r, "rec", "B", 1, b.token);
+    fl_close(r);
 }
 
 /* I2: T >= F is accepted, so one lease commits as often as it likes; a strict
@@ -468,6 +517,7 @@ int main(void)
         cmocka_unit_test(test_forged_lease),
         cmocka_unit_test(test_u64_round_trip),
         cmocka_unit_test(test_idle_process_holds_no_buffer),
+        cmocka_unit_test(test_commit_token),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

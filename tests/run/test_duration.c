@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_duration.c - the command line's durations (tools/fencelock/
- * duration.c): what is accepted, exactly what it means, what is refused and
- * why, and that formatting reads back.
+ * test_duration.c - the one duration parser of every program
+ * (src/common/duration.c: fencelock run and status, fencelockd, the chaos
+ * harness): what is accepted, exactly what it means, what is refused and
+ * why, and that formatting reads back.  I9: bad text gets a reason, never a
+ * guessed value.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,6 +33,13 @@ static void test_accepted(void **state)
         {"1.25m", 75 * S}, {"0.001ms", 1000},  {"0.000001ms", 1},    {"0.000000001s", 1},
         {"30s", 30 * S},   {"007s", 7 * S},    {"9223372036.854775807s", (uint64_t)INT64_MAX},
         {"153722867m", 153722867ull * 60 * S},
+        /* A bare number is seconds (flock -w, sleep, timeout), decimals too. */
+        {"5", 5 * S},      {"1.5", 1500 * MS}, {"0.5", 500 * MS},    {".25", 250 * MS},
+        {"30", 30 * S},    {"9223372036.854775807", (uint64_t)INT64_MAX},
+        /* Microseconds and hours. */
+        {"1us", 1000},     {"250us", 250000},  {"0.001us", 1},       {"1.5us", 1500},
+        {"1h", 3600 * S},  {"1.5h", 5400 * S}, {"0.000000001h", 3600},
+        {"2562047h", 2562047ull * 3600 * S},
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         uint64_t ns = 12345;
@@ -57,13 +66,19 @@ static void test_refused(void **state)
         {"+1s", "expected a number"},
         {" 1s", "expected a number"},
         {"5x", "unknown unit"},
-        {"5", "missing unit"},
-        {"1.5", "missing unit"},
         {"5 s", "unknown unit"},
         {"5s ", "unknown unit"},
         {"5S", "unknown unit"},
         {"5sec", "unknown unit"},
-        {"5h", "unknown unit"},
+        {"5H", "unknown unit"},
+        {"5min", "unknown unit"},
+        {"5ns", "unknown unit"},
+        {"0.0001us", "finer than a nanosecond"},
+        {"2562048h", "too long"},
+        {"9223372036.854775808", "too long"},
+        {"1.", "expected digits after the decimal point"},
+        {".", "expected digits after the decimal point"},
+        {"1..5", "expected digits after the decimal point"},
         {"1e3s", "unknown unit"},
         {"s", "expected a number"},
         {"ms", "expected a number"},

@@ -700,22 +700,29 @@ static void test_bad_usage(void **state)
     max_key[127] = '\0';
 #define U(msg, ...) expect_usage((const char *const[]){"run", __VA_ARGS__, NULL}, msg)
     U("missing KEY and COMMAND", "--lease", "1s");
-    U("missing '--' and COMMAND after KEY", "k");
-    U("expected '--' between KEY and COMMAND, found 'true'", "k", "true");
-    U("expected '--' after KEY, found '--lease' (options go before KEY)", "k", "--lease", "1s",
+    U("missing COMMAND after KEY", "k");
+    U("expected COMMAND after KEY, found '--lease' (options go before KEY", "k", "--lease", "1s",
       "--", "true");
+    U("expected COMMAND after KEY, found '-x'", "k", "-x");
     U("missing COMMAND after '--'", "k", "--");
     U("COMMAND is empty", "k", "--", "");
-    U("invalid KEY 'a b': character 2 is a space", "a b", "--", "true");
-    U("invalid KEY 'a\\x01b': byte 2 is \\x01", "a\001b", "--", "true");
-    U("invalid KEY 'caf\\xc3\\xa9': byte 4 is \\xc3", "caf\xc3\xa9", "--", "true");
-    U("invalid KEY 'tab\\x09': byte 4 is \\x09", "tab\t", "--", "true");
     U("KEY is empty", "", "--", "true");
     U("KEY is 128 bytes long", long_key, "--", "true");
     U("--lease '5x': unknown unit", "--lease", "5x", "k", "--", "true");
     U("--lease '-1s': negative durations are not allowed", "--lease", "-1s", "k", "--", "true");
     U("--lease '': empty duration", "--lease", "", "k", "--", "true");
-    U("--lease '5': missing unit", "--lease", "5", "k", "--", "true");
+    U("--lease '0.1': a lease must be at least 250ms", "--lease", "0.1", "k", "--", "true");
+    U("-c/--command given twice", "-c", "true", "-c", "true", "k");
+    U("unexpected argument 'true': -c STRING and COMMAND exclude each other", "-c", "true", "k",
+      "true");
+    U("unexpected argument 'x': -c STRING and COMMAND exclude each other", "k", "-c", "true",
+      "x");
+    U("option '-c' needs an argument", "k", "-c");
+    U("-c: the command STRING is empty", "k", "-c", "");
+    U("--conflict-exit-code '256': not an exit status from 0 to 255", "-E", "256", "k", "true");
+    U("--conflict-exit-code '-1': not an exit status", "--conflict-exit-code", "-1", "k",
+      "true");
+    U("--conflict-exit-code '': not an exit status", "-E", "", "k", "true");
     U("--lease '0': a lease must be at least 250ms", "--lease", "0", "k", "--", "true");
     U("--lease '0.5ms': a lease must be at least 250ms", "--lease", "0.5ms", "k", "--", "true");
     U("--wait '1.s': expected digits after the decimal point", "--wait", "1.s", "k", "--",
@@ -723,7 +730,7 @@ static void test_bad_usage(void **state)
     U("--wait 's': expected a number", "--wait", "s", "k", "--", "true");
     U("--wait '+1s': expected a number", "--wait", "+1s", "k", "--", "true");
     U("--wait '1 s': unknown unit", "--wait", "1 s", "k", "--", "true");
-    U("--kill-after '5h': unknown unit", "--kill-after", "5h", "k", "--", "true");
+    U("--kill-after '5d': unknown unit", "--kill-after", "5d", "k", "--", "true");
     U("--kill-after '99999999999m': too long", "--kill-after", "99999999999m", "k", "--",
       "true");
     U("--wait and --no-wait exclude each other", "--wait", "1s", "--no-wait", "k", "--",
@@ -745,6 +752,89 @@ static void test_bad_usage(void **state)
                                    "run/dashdash", "--", "sh", "-c", "exit 9", NULL});
     assert_int_equal(r.status, 9);
     run_result_free(&r);
+}
+
+/* flock(1)'s habits: -w with bare seconds, -E for the status when the key
+ * is not acquired, -c STRING through sh -c (before or after KEY), and
+ * KEY COMMAND without '--'.  I4: a busy key is never waited for past -w. */
+static void test_flock_habits(void **state)
+{
+    (void)state;
+    fl_lease held;
+    assert_int_equal(fl_acquire(region_, "run/flock", 60 * TH_S, 0, &held), 0);
+    run_opts o = {.region_env = daemon_.region};
+    run_result r;
+    run_tool(&r, &o, (const char *const[]){"run", "-n", "-E", "3", "run/flock", "true", NULL});
+    assert_int_equal(r.status, 3);
+    sp_assert_contains(r.err, "'run/flock' is held by another process");
+    run_result_free(&r);
+    run_tool(&r, &o,
+             (const char *const[]){"run", "--conflict-exit-code", "0", "--no-wait", "run/flock",
+                                   "true", NULL});
+    assert_int_equal(r.status, 0);
+    run_result_free(&r);
+    uint64_t t0 = th_now_ns();
+    run_tool(&r, &o,
+             (const char *const[]){"run", "-w", "0.2", "-E", "9", "run/flock", "-c", "echo ran",
+                                   NULL});
+    assert_true(th_now_ns() - t0 >= 200 * TH_MS); /* 0.2 is seconds, not ms */
+    assert_int_equal(r.status, 9);
+    assert_string_equal(r.out, "");
+    sp_assert_contains(r.err, "'run/flock' is still held after waiting 200ms");
+    run_result_free(&r);
+    assert_int_equal(fl_release(region_, &held), 0);
+
+    /* KEY COMMAND without '--'; its arguments may start with '-'. */
+    run_tool(&r, &o,
+             (const char *const[]){"run", "run/flock", "sh", "-c", "echo $FENCELOCK_KEY; exit 4",
+                                   NULL});
+    assert_int_equal(r.status, 4);
+    assert_string_equal(r.out, "run/flock\n");
+    run_result_free(&r);
+    /* -c STRING after KEY (flock's form) and before it. */
+    run_tool(&r, &o,
+             (const char *const[]){"run", "run/flock", "-c", "echo \"$FENCELOCK_TOKEN\" | wc -l",
+                                   NULL});
+    assert_int_equal(r.status, 0);
+    sp_assert_contains(r.out, "1\n");
+    run_result_free(&r);
+    run_tool(&r, &o, (const char *const[]){"run", "--command=exit 5", "run/flock", NULL});
+    assert_int_equal(r.status, 5);
+    run_result_free(&r);
+    run_tool(&r, &o, (const char *const[]){"run", "run/flock", "--command=exit 6", NULL});
+    assert_int_equal(r.status, 6);
+    run_result_free(&r);
+    assert_true(key_free("run/flock"));
+}
+
+/* I9: every key the library takes is a KEY on the command line (spaces,
+ * UTF-8, control bytes), passed to the command as it is and shown escaped
+ * (\xNN, \\) in messages. */
+static void test_any_key(void **state)
+{
+    (void)state;
+    const char *keys[] = {"a b", "caf\xc3\xa9", "tab\there", "back\\slash", "'quoted'"};
+    const char *shown[] = {"'a b'", "'caf\\xc3\\xa9'", "'tab\\x09here'", "'back\\\\slash'",
+                           "''quoted''"};
+    run_opts o = {.region_env = daemon_.region};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        run_result r;
+        run_tool(&r, &o,
+                 (const char *const[]){"run", keys[i], "sh", "-c", "printf %s \"$FENCELOCK_KEY\"",
+                                       NULL});
+        assert_int_equal(r.status, 0);
+        assert_string_equal(r.out, keys[i]);
+        run_result_free(&r);
+        fl_lease held;
+        assert_int_equal(fl_acquire(region_, keys[i], 60 * TH_S, 0, &held), 0);
+        run_tool(&r, &o, (const char *const[]){"run", "-n", keys[i], "true", NULL});
+        assert_int_equal(r.status, 75);
+        char want[128];
+        snprintf(want, sizeof want, "fencelock run: %s is held by another process", shown[i]);
+        sp_assert_contains(r.err, want);
+        run_result_free(&r);
+        assert_int_equal(fl_release(region_, &held), 0);
+    }
 }
 
 /* I4, I9: --lease below what renewal keeps on a loaded machine (250ms,
@@ -803,12 +893,13 @@ static void test_help(void **state)
     assert_int_equal(b.status, 0);
     assert_string_equal(a.out, b.out);
     assert_string_equal(a.err, "");
-    const char *needles[] = {"Usage: fencelock run", "KEY -- COMMAND", "--lease DURATION",
+    const char *needles[] = {"Usage: fencelock run", "KEY [--] COMMAND", "--lease DURATION",
                              "--wait DURATION", "--no-wait", "--kill-after DURATION",
                              "--region PATH", "FENCELOCK_TOKEN", "FENCELOCK_KEY",
                              "FENCELOCK_REGION", "default 30s", "at least 250ms", "default 5s",
-                             "250ms, 1.5s or 2m",
-                             "process group", "SIGTERM", "SIGKILL", "printable ASCII",
+                             "250ms, 1.5s, 2m", "decimal number of seconds",
+                             "--conflict-exit-code N", "--command STRING", "KEY -c STRING",
+                             "process group", "SIGTERM", "SIGKILL", "any 1 to 127 bytes",
                              "  75   ", "  76   ", "  2    ", "  3    ", "  125  ", "  126  ",
                              "  127  ", "128+N", "fence_token <= $FENCELOCK_TOKEN"};
     for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++)
@@ -877,6 +968,8 @@ int main(void)
         cmocka_unit_test(test_lease_lost_ends_setsid_descendant),
         cmocka_unit_test(test_exit_ends_leftovers_before_release),
         cmocka_unit_test(test_lease_limits),
+        cmocka_unit_test(test_flock_habits),
+        cmocka_unit_test(test_any_key),
         cmocka_unit_test(test_bad_usage),
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_region_errors),

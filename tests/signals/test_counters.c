@@ -95,6 +95,8 @@ static int worker(void *arg, int in, int out)
     memset(c, 0, sizeof c);
     fl_lease kept[KEYS];     /* a released lease of each key: stale later */
     bool have_kept[KEYS] = {false};
+    fl_lease abandoned[KEYS]; /* a lease of each key left to expire, maybe still ours */
+    bool have_abandoned[KEYS] = {false};
     uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)(id + 1);
     for (int round = 0; round < ROUNDS; round++) {
         int k = (int)(xorshift(&seed) % KEYS);
@@ -135,6 +137,11 @@ static int worker(void *arg, int in, int out)
         }
         bool abandon = kind >= 95;
         fl_lease l;
+        /* Our own abandoned lease: a wait of ours on it is -EDEADLK while it
+         * lasts (fl_acquire), so let it run out (or be taken) first. */
+        while (have_abandoned[k] && fl_check(r, &abandoned[k]) == 0)
+            usleep(100);
+        have_abandoned[k] = false;
         rc = fl_acquire(r, key, abandon ? SHORT_LEASE : LONG_LEASE, FL_WAIT_FOREVER, &l);
         if (rc)
             return worker_fail(out, "acquire", rc);
@@ -144,8 +151,11 @@ static int worker(void *arg, int in, int out)
         rc = count_commit(fl_commit_u64(r, &l, rec, value, 0, NULL), &c[k]);
         if (rc)
             return worker_fail(out, "commit", rc);
-        if (abandon)
+        if (abandon) {
+            abandoned[k] = l;
+            have_abandoned[k] = true;
             continue; /* left to expire: the next acquirer takes it over */
+        }
         rc = fl_renew(r, &l, LONG_LEASE);
         if (rc)
             return worker_fail(out, "renew", rc);

@@ -351,8 +351,11 @@ static void test_takeover_line(void **state)
     fl_region *r;
     assert_int_equal(fl_open(region, &r), 0);
     fl_lease old, now;
-    assert_int_equal(fl_acquire(r, "jobs/1", 5 * TH_MS, 0, &old), 0);
-    /* Waits for the deadline, then takes the expired lease over. */
+    fl_region *holder;
+    assert_int_equal(fl_open(region, &holder), 0);
+    assert_int_equal(fl_acquire(holder, "jobs/1", 5 * TH_MS, 0, &old), 0);
+    /* Waits for the deadline, then takes the expired lease over (from
+     * another handle: a wait on one's own holding is -EDEADLK). */
     assert_int_equal(fl_acquire(r, "jobs/1", LONG_LEASE, FL_WAIT_FOREVER, &now), 0);
     assert_true(now.flags & FL_LEASE_EXPIRED);
     assert_true(th_daemon_log_wait(&d, LOG_EVENT("lease_takeover"), 1, 20000));
@@ -374,6 +377,7 @@ static void test_takeover_line(void **state)
     free(log);
     assert_int_equal(fl_release(r, &now), 0);
     fl_close(r);
+    fl_close(holder);
     th_daemon_stop(&d, SIGTERM);
 }
 

@@ -52,4 +52,10 @@ extern char status_usage[STATUS_USAGE_MAX];
 cli_command_fn metrics_main;
 extern const char metrics_usage[];
 
+cli_command_fn commit_main;
+extern const char commit_usage[];
+
+cli_command_fn read_main;
+extern const char read_usage[];
+
 #endif

@@ -27,6 +27,9 @@ static const struct command commands[] = {
      metrics_usage},
     {"run", "run a command while holding a key, its fencing token in the environment",
      run_main, run_usage},
+    {"commit", "commit a file or stdin to a fenced record with a key's token", commit_main,
+     commit_usage},
+    {"read", "write a fenced record's value (and its fence token)", read_main, read_usage},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -39,8 +42,9 @@ static void print_usage(FILE *f)
           "\n"
           "Work with a fencelock region: the memory-mapped file, kept by the supervisor\n"
           "fencelockd, in which the processes of one host take leased locks with\n"
-          "fencing tokens and commit fenced records. Inspect it (status, metrics), or\n"
-          "run a command under one of its locks (run).\n"
+          "fencing tokens and commit fenced records. Inspect it (status, metrics),\n"
+          "run a command under one of its locks (run), and commit and read fenced\n"
+          "records from a shell (commit, read).\n"
           "\n"
           "Commands:\n",
           f);

@@ -26,7 +26,7 @@ const char metrics_usage[] =
     "format (version 0.0.4): one HELP and one TYPE line per family, then its\n"
     "samples.  node_exporter's textfile collector reads it from a *.prom file;\n"
     "fencelockd --metrics-file PATH writes the same text to a file every\n"
-    "--metrics-interval seconds, replacing it atomically.\n"
+    "--metrics-interval (15s by default), replacing it atomically.\n"
     "\n"
     "The region is opened read-only and without registering, with or without a\n"
     "running fencelockd; nothing changes.\n"

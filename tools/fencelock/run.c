@@ -56,6 +56,7 @@
 #include "cli.h"
 #include "duration.h"
 #include "fencelock.h"
+#include "keytext.h"
 #include "run.h"
 
 #define DEFAULT_LEASE_NS (30ull * 1000000000ull)
@@ -72,7 +73,8 @@
 #define RESCAN_MS 100
 
 const char run_usage[] =
-    "Usage: fencelock run [OPTIONS] KEY -- COMMAND [ARGUMENT...]\n"
+    "Usage: fencelock run [OPTIONS] KEY [--] COMMAND [ARGUMENT...]\n"
+    "       fencelock run [OPTIONS] KEY -c STRING\n"
     "\n"
     "Hold the lock of KEY for as long as COMMAND runs: acquire KEY, run COMMAND\n"
     "with the fencing token in its environment, renew the lease in the background\n"
@@ -92,7 +94,7 @@ const char run_usage[] =
     "started, then SIGKILL to those still there after --kill-after, waits for\n"
     "them all, says so on stderr and exits with status 76.\n"
     "\n"
-    "Options (they come before KEY):\n"
+    "Options (they come before KEY; -c may also follow it):\n"
     "  -r, --region PATH      the region file (default: $FENCELOCK_REGION, else\n"
     "                         /run/fencelock/region for root, else\n"
     "                         $XDG_RUNTIME_DIR/fencelock/region, else\n"
@@ -101,9 +103,15 @@ const char run_usage[] =
     "                         shortest that renewal keeps on a loaded machine);\n"
     "                         renewed each time a third of it has passed; at\n"
     "                         most 2^48 us (8.9 years) less the time since boot\n"
-    "  -w, --wait DURATION    give up with status 75 if KEY is still held after\n"
-    "                         DURATION (default: wait as long as it takes)\n"
+    "  -w, --wait DURATION    give up with status 75 (or -E's) if KEY is still\n"
+    "                         held after DURATION, a bare number being seconds\n"
+    "                         as in flock -w (default: wait as long as it takes)\n"
     "  -n, --no-wait          give up at once if KEY is held (same as --wait 0)\n"
+    "  -E, --conflict-exit-code N\n"
+    "                         exit status when KEY is not acquired (--wait,\n"
+    "                         --no-wait), 0 to 255 (default 75)\n"
+    "  -c, --command STRING   run STRING with sh -c instead of COMMAND; may also\n"
+    "                         come right after KEY, as in flock KEY -c STRING\n"
     "  -k, --kill-after DURATION\n"
     "                         after the lease is lost, time between SIGTERM and\n"
     "                         SIGKILL (default 5s; 0: SIGKILL at once)\n"
@@ -115,9 +123,11 @@ const char run_usage[] =
     "                         dies, KEY stays held until the lease ends)\n"
     "  -h, --help             show this help and exit\n"
     "\n"
-    "KEY is 1 to 127 printable ASCII characters without spaces.  Everything after\n"
-    "-- is COMMAND and its arguments, passed on unchanged; COMMAND is looked up in\n"
-    "PATH.\n" CLI_DURATION_TEXT
+    "KEY is any 1 to 127 bytes (UTF-8, spaces: quote it for the shell); messages\n"
+    "show a backslash as \\\\ and other bytes outside printable ASCII as \\xNN.\n"
+    "COMMAND and its arguments follow KEY, passed on unchanged; COMMAND is looked\n"
+    "up in PATH.  A '--' between KEY and COMMAND is optional, and needed when\n"
+    "COMMAND starts with '-'.\n" CLI_DURATION_TEXT
     "\n"
     "Environment of COMMAND: fencelock run's own, plus\n"
     "  FENCELOCK_KEY     KEY\n"
@@ -151,10 +161,11 @@ const char run_usage[] =
     "Exit status:\n"
     "  N    COMMAND's exit status; 128+N if COMMAND was killed by signal N\n"
     "  2    bad usage: unknown option, bad DURATION or KEY, --lease out of range,\n"
-    "       missing -- or COMMAND\n"
+    "       missing COMMAND, both -c and COMMAND\n"
     "  3    the region cannot be opened or is not a valid region, or (with\n"
     "       --require-supervisor) no supervisor registered fencelock run\n"
-    "  75   KEY could not be acquired in time (--wait, --no-wait)\n"
+    "  75   KEY could not be acquired in time (--wait, --no-wait); -E N makes\n"
+    "       it N\n"
     "  76   the lease was lost while COMMAND ran: COMMAND was terminated (or had\n"
     "       exited by the time the loss was noticed)\n"
     "  125  fencelock run itself failed (out of resources, library error); COMMAND\n"
@@ -166,6 +177,9 @@ const char run_usage[] =
     "Examples:\n"
     "  fencelock run nightly-report -- ./make-report --out /srv/reports\n"
     "  fencelock run --no-wait cron/cleanup -- ./cleanup.sh || echo \"status $?\"\n"
+    "  fencelock run -n -E 0 cron/cleanup ./cleanup.sh     (skip quietly if busy)\n"
+    "  fencelock run -w 10 jobs/build -c 'make && make install'\n"
+    "  fencelock run jobs/out -c 'produce | fencelock commit out'\n"
     "  fencelock run --wait 10s --lease 5s db/invoices -- sh -c 'sqlite3 app.db \\\n"
     "      \"UPDATE invoices SET state = 1, fence_token = $FENCELOCK_TOKEN\n"
     "        WHERE id = 42 AND fence_token <= $FENCELOCK_TOKEN; SELECT changes();\"'\n";
@@ -181,7 +195,10 @@ struct run_options {
     uint64_t lease_ns;
     int64_t wait_ns; /* FL_WAIT_FOREVER, 0 (try once) or a timeout */
     uint64_t kill_after_ns;
+    int conflict_exit; /* exit status when the key is not acquired */
     const char *key;
+    char key_text[FL_KEYTEXT_MAX]; /* key as messages show it */
+    char *shell_command[4]; /* sh -c STRING, when -c is given */
     char **command; /* NULL-terminated, at least one word */
     bool require_supervisor; /* --require-supervisor: never run unregistered */
 };
@@ -218,42 +235,36 @@ static int unknown_option(char **argv, const struct option *longopts)
     return run_usage_error("unknown option '-%c'", optopt);
 }
 
-/* text with bytes outside printable ASCII as \xNN, for messages. */
-static void escape(const char *text, char *buf, size_t cap)
-{
-    size_t n = 0;
-    for (const unsigned char *p = (const unsigned char *)text; *p && n + 5 < cap; p++) {
-        if (*p >= 0x20 && *p < 0x7f && *p != '\\')
-            buf[n++] = (char)*p;
-        else
-            n += (size_t)snprintf(buf + n, cap - n, "\\x%02x", *p);
-    }
-    if (cap)
-        buf[n < cap ? n : cap - 1] = '\0';
-}
+/* text as every message shows a key (src/common/keytext.h). */
+static void escape(const char *text, char *buf, size_t cap) { fl_keytext(text, buf, cap); }
 
-/* Keys on the command line are 1..FL_KEY_MAX printable ASCII characters
- * without spaces: what a shell script can pass without quoting surprises
- * and what every log and table shows as it is. */
+/* A KEY on the command line is what the library takes: 1..FL_KEY_MAX bytes,
+ * any but NUL (which an argument cannot hold).  Messages show it escaped. */
 static int check_key(const char *key)
 {
-    char shown[4 * 512 + 8];
-    escape(key, shown, sizeof shown);
     size_t n = strlen(key);
-    const char *rule = "a key is 1 to 127 printable ASCII characters without spaces";
+    const char *rule = "a key is 1 to 127 bytes";
     if (n == 0)
         return run_usage_error("KEY is empty (%s)", rule);
     if (n > FL_KEY_MAX)
         return run_usage_error("KEY is %zu bytes long (%s)", n, rule);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)key[i];
-        if (c == ' ')
-            return run_usage_error("invalid KEY '%s': character %zu is a space (%s)", shown,
-                                   i + 1, rule);
-        if (c < 0x21 || c > 0x7e)
-            return run_usage_error("invalid KEY '%s': byte %zu is \\x%02x (%s)", shown, i + 1,
-                                   c, rule);
+    return -1;
+}
+
+/* -E N: an exit status, 0..255.  -1 and *out set, or bad usage. */
+static int parse_exit_code(const char *text, int *out)
+{
+    int v = 0;
+    const char *p = text;
+    for (; *p >= '0' && *p <= '9' && v <= 255; p++)
+        v = v * 10 + (*p - '0');
+    if (p == text || *p || v > 255) {
+        char shown[256];
+        escape(text, shown, sizeof shown);
+        return run_usage_error("--conflict-exit-code '%s': not an exit status from 0 to 255",
+                               shown);
     }
+    *out = v;
     return -1;
 }
 
@@ -312,20 +323,24 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
         {"no-wait", no_argument, NULL, 'n'},
         {"kill-after", required_argument, NULL, 'k'},
         {"require-supervisor", no_argument, NULL, 'S'},
+        {"conflict-exit-code", required_argument, NULL, 'E'},
+        {"command", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     o->lease_ns = DEFAULT_LEASE_NS;
     o->wait_ns = FL_WAIT_FOREVER;
     o->kill_after_ns = DEFAULT_KILL_AFTER_NS;
+    o->conflict_exit = RUN_EXIT_NOT_ACQUIRED;
     bool wait_given = false, no_wait = false;
+    const char *string = NULL; /* -c STRING */
     opterr = 0; /* our messages name the subcommand and give the hint */
     optind = 1;
     int c, rc;
     uint64_t ns;
     /* '+': options end at the first non-option (KEY), so that nothing of
      * COMMAND is ever taken for an option of ours. */
-    while ((c = getopt_long(argc, argv, "+:r:l:w:nk:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:r:l:w:nk:E:c:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'r':
             if (!optarg[0])
@@ -350,6 +365,15 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
                 return rc;
             break;
         case 'S': o->require_supervisor = true; break;
+        case 'E':
+            if ((rc = parse_exit_code(optarg, &o->conflict_exit)) >= 0)
+                return rc;
+            break;
+        case 'c':
+            if (string)
+                return run_usage_error("-c/--command given twice");
+            string = optarg;
+            break;
         case 'h':
             fputs(run_usage, stdout);
             return cli_finish_stdout();
@@ -364,25 +388,59 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
     if (no_wait)
         o->wait_ns = 0;
     if (optind >= argc)
-        return run_usage_error("missing KEY and COMMAND: fencelock run KEY -- COMMAND");
+        return run_usage_error("missing KEY and COMMAND: fencelock run KEY COMMAND");
     o->key = argv[optind];
     if ((rc = check_key(o->key)) >= 0)
         return rc;
-    if (optind + 1 >= argc)
-        return run_usage_error("missing '--' and COMMAND after KEY");
-    if (strcmp(argv[optind + 1], "--") != 0) {
-        char shown[256];
-        escape(argv[optind + 1], shown, sizeof shown);
-        if (argv[optind + 1][0] == '-')
-            return run_usage_error("expected '--' after KEY, found '%s' (options go before KEY)",
-                                   shown);
-        return run_usage_error("expected '--' between KEY and COMMAND, found '%s'", shown);
+    escape(o->key, o->key_text, sizeof o->key_text);
+    char **rest = argv + optind + 1;
+    /* flock's form: KEY -c STRING (options before KEY are parsed above). */
+    if (rest[0] && !string &&
+        (strcmp(rest[0], "-c") == 0 || strcmp(rest[0], "--command") == 0 ||
+         strncmp(rest[0], "--command=", 10) == 0)) {
+        if (rest[0][1] == '-' && rest[0][9] == '=') {
+            string = rest[0] + 10;
+            rest += 1;
+        } else if (!rest[1]) {
+            return run_usage_error("option '%s' needs an argument", rest[0]);
+        } else {
+            string = rest[1];
+            rest += 2;
+        }
     }
-    if (optind + 2 >= argc)
-        return run_usage_error("missing COMMAND after '--'");
-    if (!argv[optind + 2][0])
+    if (string) {
+        if (rest[0]) {
+            char shown[256];
+            escape(rest[0], shown, sizeof shown);
+            return run_usage_error("unexpected argument '%s': -c STRING and COMMAND exclude "
+                                   "each other",
+                                   shown);
+        }
+        if (!string[0])
+            return run_usage_error("-c: the command STRING is empty");
+        o->shell_command[0] = "sh";
+        o->shell_command[1] = "-c";
+        o->shell_command[2] = (char *)string;
+        o->shell_command[3] = NULL;
+        o->command = o->shell_command;
+        return -1;
+    }
+    if (!rest[0])
+        return run_usage_error("missing COMMAND after KEY");
+    if (strcmp(rest[0], "--") == 0) {
+        rest++;
+        if (!rest[0])
+            return run_usage_error("missing COMMAND after '--'");
+    } else if (rest[0][0] == '-') {
+        char shown[256];
+        escape(rest[0], shown, sizeof shown);
+        return run_usage_error("expected COMMAND after KEY, found '%s' (options go before KEY; "
+                               "write '--' before a COMMAND that starts with '-')",
+                               shown);
+    }
+    if (!rest[0][0])
         return run_usage_error("COMMAND is empty");
-    o->command = argv + optind + 2;
+    o->command = rest;
     return -1;
 }
 
@@ -798,7 +856,7 @@ static void lease_lost(struct runner *rn, int err)
         snprintf(outside, sizeof outside, " and %d process%s it started outside that group",
                  others, others == 1 ? "" : "es");
     say("lost the lease of '%s' (token %" PRIu64 ": %s); %s %s (process group %d)%s",
-        rn->o->key, rn->lease.token, why, now ? "sending SIGKILL to" : "sending SIGTERM to",
+        rn->o->key_text, rn->lease.token, why, now ? "sending SIGKILL to" : "sending SIGTERM to",
         rn->o->command[0], (int)rn->child, outside);
     rn->loss_said = true;
     if (now)
@@ -818,7 +876,7 @@ static void end_leftovers(struct runner *rn, int alive)
     }
     say("%s exited and left %d process%s running; sending %s to %s before releasing '%s'",
         rn->o->command[0], alive, alive == 1 ? "" : "es", now ? "SIGKILL" : "SIGTERM",
-        alive == 1 ? "it" : "them", rn->o->key);
+        alive == 1 ? "it" : "them", rn->o->key_text);
     if (now)
         send_kill(rn);
 }
@@ -917,7 +975,7 @@ static int finish(struct runner *rn, int failed)
         rn->lost = true;
         rn->lost_err = err;
     } else if (err && err != -ESTALE) {
-        say("cannot release '%s': %s", rn->o->key, library_error(err));
+        say("cannot release '%s': %s", rn->o->key_text, library_error(err));
         failed = 1;
     }
     if (rn->foreground && tcgetpgrp(STDIN_FILENO) == rn->child)
@@ -929,7 +987,7 @@ static int finish(struct runner *rn, int failed)
         if (!rn->loss_said)
             say("lost the lease of '%s' (token %" PRIu64 ": %s) while %s ran; it exited with "
                 "status %d",
-                rn->o->key, rn->lease.token,
+                rn->o->key_text, rn->lease.token,
                 rn->lost_err == -ESTALE ? "the lease ran out or another process took the key"
                                         : fl_strerror(rn->lost_err),
                 rn->o->command[0], status);
@@ -998,12 +1056,12 @@ static int start_command(struct runner *rn)
         if (rn->foreground && tcgetpgrp(STDIN_FILENO) == pid)
             tcsetpgrp(STDIN_FILENO, getpgrp());
         if (err == -ESTALE) {
-            say("lost the lease of '%s' (token %" PRIu64 ") before %s could start", rn->o->key,
+            say("lost the lease of '%s' (token %" PRIu64 ") before %s could start", rn->o->key_text,
                 rn->lease.token, rn->o->command[0]);
             fl_release(rn->r, &rn->lease);
             return RUN_EXIT_LEASE_LOST;
         }
-        say("cannot keep the lease of '%s' alive: %s", rn->o->key, library_error(err));
+        say("cannot keep the lease of '%s' alive: %s", rn->o->key_text, library_error(err));
         fl_release(rn->r, &rn->lease);
         return -1;
     }
@@ -1059,20 +1117,21 @@ static int acquire(struct runner *rn)
     int err = fl_acquire(rn->r, o->key, o->lease_ns, o->wait_ns, &rn->lease);
     if (err == 0)
         return -1;
-    char waited[32];
+    char waited[32], shown[FL_KEYTEXT_MAX];
+    escape(o->key, shown, sizeof shown);
     switch (err) {
     case -EBUSY:
-        say("'%s' is held by another process (not waiting)", o->key);
-        return RUN_EXIT_NOT_ACQUIRED;
+        say("'%s' is held by another process (not waiting)", shown);
+        return o->conflict_exit;
     case -ETIMEDOUT:
         cli_format_duration((uint64_t)o->wait_ns, waited, sizeof waited);
-        say("'%s' is still held after waiting %s", o->key, waited);
-        return RUN_EXIT_NOT_ACQUIRED;
+        say("'%s' is still held after waiting %s", shown, waited);
+        return o->conflict_exit;
     case -EPROTO:
-        say("cannot acquire '%s': %s", o->key, library_error(err));
+        say("cannot acquire '%s': %s", shown, library_error(err));
         return CLI_EXIT_REGION;
     default:
-        say("cannot acquire '%s': %s", o->key, library_error(err));
+        say("cannot acquire '%s': %s", shown, library_error(err));
         return RUN_EXIT_FAILED;
     }
 }

@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: MIT */
-/* duration.c - see duration.h. */
+/* duration.c - the one duration parser of every fencelock program; see duration.h. */
 #include "duration.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
+#define NS_PER_US 1000ull
 #define NS_PER_MS 1000000ull
 #define NS_PER_S 1000000000ull
 #define NS_PER_M (60ull * NS_PER_S)
+#define NS_PER_H (60ull * NS_PER_M)
 
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -16,7 +18,7 @@ int cli_parse_duration(const char *text, uint64_t *ns, const char **why)
 {
     const char *p = text;
     if (!p || !*p) {
-        *why = "empty duration (give a number with a unit: ms, s or m, as in 5s)";
+        *why = "empty duration (give seconds, or a number with a unit: us, ms, s, m or h, as in 5s)";
         return -1;
     }
     if (*p == '-') {
@@ -60,34 +62,38 @@ int cli_parse_duration(const char *text, uint64_t *ns, const char **why)
         *why = "expected a number before the unit, as in 5s";
         return -1;
     }
+    /* A bare number is seconds, as sleep(1), timeout(1) and flock -w read it. */
     uint64_t unit;
-    if (strcmp(p, "ms") == 0) {
-        unit = NS_PER_MS;
-    } else if (strcmp(p, "s") == 0) {
+    if (*p == '\0' || strcmp(p, "s") == 0) {
         unit = NS_PER_S;
+    } else if (strcmp(p, "us") == 0) {
+        unit = NS_PER_US;
+    } else if (strcmp(p, "ms") == 0) {
+        unit = NS_PER_MS;
     } else if (strcmp(p, "m") == 0) {
         unit = NS_PER_M;
-    } else if (*p == '\0') {
-        if (whole == 0 && frac == 0 && !overflow) { /* "0", "0.0": zero in any unit */
-            *ns = 0;
-            return 0;
-        }
-        *why = "missing unit (use ms, s or m, as in 5s)";
-        return -1;
+    } else if (strcmp(p, "h") == 0) {
+        unit = NS_PER_H;
     } else {
-        *why = "unknown unit (use ms, s or m, as in 5s)";
+        *why = "unknown unit (use us, ms, s, m or h, or no unit for seconds, as in 5s)";
         return -1;
     }
-    /* The fraction of a second or a minute is always whole nanoseconds; a
-     * fraction of a millisecond is whole only up to its sixth decimal. */
-    if (unit == NS_PER_MS && frac % 1000ull != 0) {
-        *why = "finer than a nanosecond";
-        return -1;
+    /* frac is the fraction times 10^9.  Of a second or more it is always
+     * whole nanoseconds; of a millisecond only up to its sixth decimal, of a
+     * microsecond up to its third. */
+    uint64_t frac_ns;
+    if (unit < NS_PER_S) {
+        uint64_t div = NS_PER_S / unit;
+        if (frac % div != 0) {
+            *why = "finer than a nanosecond";
+            return -1;
+        }
+        frac_ns = frac / div;
+    } else {
+        frac_ns = frac * (unit / NS_PER_S); /* < 10^9 * 3600: no overflow */
     }
-    uint64_t frac_ns = unit == NS_PER_MS ? frac / 1000ull
-                                         : frac / NS_PER_S * unit + frac % NS_PER_S * (unit / NS_PER_S);
     if (overflow || whole > (CLI_DURATION_MAX_NS - frac_ns) / unit) {
-        *why = "too long (at most 153722867m)";
+        *why = "too long (at most 9223372036.854775807s, about 292 years)";
         return -1;
     }
     *ns = whole * unit + frac_ns;
