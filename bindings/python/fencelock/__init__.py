@@ -10,7 +10,11 @@ semantics of every call and README.md ("Python") for an overview.
             region.commit(lease, "jobs/42/state", b"done")
 
 The C library is found through $FENCELOCK_LIB, then beside an installed
-package, then on the loader's path.
+package, then on the loader's path; importing fails (ImportError) if its
+major version is not the one this binding mirrors (version() says which
+library version is loaded).  Waits: acquire(..., cancel=Cancel()) ends with
+Cancelled from any thread, and a wait in the main thread ends on a signal
+(Ctrl-C raises KeyboardInterrupt even with timeout=None): see _cancel.py.
 """
 from ._cancel import Cancel
 from ._errors import (Busy, Cancelled, Deadlock, Error, ForkedHandle, NotFound, OwnershipLost,

@@ -2,7 +2,8 @@
 """The C library, loaded with ctypes: where it is found, the structs, the prototypes.
 
 Everything here mirrors include/fencelock.h and nothing else: no policy, no
-exceptions other than ImportError when the library cannot be found.
+exceptions other than ImportError when the library cannot be found or has
+another major version than VERSION_MAJOR.
 
 Adding a C function to the binding is one line in PROTOTYPES (and the method
 that uses it).  A function this library build does not export is left unbound
