@@ -10,19 +10,26 @@ semantics of every call and README.md ("Python") for an overview.
             region.commit(lease, "jobs/42/state", b"done")
 
 The C library is found through $FENCELOCK_LIB, then beside an installed
-package, then on the loader's path.
+package, then on the loader's path; importing fails (ImportError) if its
+major version is not the one this binding mirrors (version() says which
+library version is loaded).  Waits: acquire(..., cancel=Cancel()) ends with
+Cancelled from any thread, and a wait in the main thread ends on a signal
+(Ctrl-C raises KeyboardInterrupt even with timeout=None): see _cancel.py.
 """
-from ._errors import (Busy, Error, ForkedHandle, NotFound, OwnershipLost, ScopeMismatch,
-                      StaleFence, err_name, strerror)
-from ._info import ClientInfo, LockInfo, RecordInfo, RegionInfo
-from ._native import KEY_MAX, TOKEN_EPOCH_SHIFT, TOKEN_MAX
-from ._region import Keepalive, Lease, Region, default_region_path, open
+from ._cancel import Cancel
+from ._errors import (Busy, Cancelled, Deadlock, Error, ForkedHandle, NotFound, OwnershipLost,
+                      ScopeMismatch, StaleFence, err_name, strerror)
+from ._info import ClientInfo, LockInfo, RecordInfo, RegionInfo, UnregisteredInfo
+from ._native import KEY_MAX, TOKEN_EPOCH_SHIFT, TOKEN_MAX, UNREGISTERED_MAX
+from ._region import (Keepalive, Lease, Region, default_region_path, open, version,
+                      version_number)
 
 __all__ = [
-    "open", "Region", "Lease", "Keepalive", "default_region_path", "strerror", "err_name",
-    "Error", "Busy", "OwnershipLost", "StaleFence", "ScopeMismatch", "ForkedHandle",
-    "NotFound", "RegionInfo", "LockInfo", "RecordInfo", "ClientInfo", "KEY_MAX",
-    "TOKEN_MAX", "TOKEN_EPOCH_SHIFT", "token_epoch", "token_counter",
+    "open", "Region", "Lease", "Keepalive", "Cancel", "default_region_path", "strerror",
+    "err_name", "version", "version_number", "Error", "Busy", "OwnershipLost", "StaleFence",
+    "ScopeMismatch", "ForkedHandle", "NotFound", "Deadlock", "Cancelled", "RegionInfo",
+    "LockInfo", "RecordInfo", "ClientInfo", "UnregisteredInfo", "KEY_MAX", "TOKEN_MAX",
+    "TOKEN_EPOCH_SHIFT", "UNREGISTERED_MAX", "token_epoch", "token_counter",
 ]
 
 

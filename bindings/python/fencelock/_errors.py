@@ -80,10 +80,25 @@ class ForkedHandle(Error):
 
 
 class NotFound(Error, KeyError):
-    """ENOENT from read(): the record was never committed.  Also a KeyError."""
+    """ENOENT: a name looked up does not exist.  From read() and read_u64(): the record was
+    never committed; from commit_token(): the key was never acquired in this region (it
+    issued no token, so no token of it can be valid).  Also a KeyError."""
 
     def __str__(self):  # KeyError.__str__ would show repr(args)
         return Error.__str__(self)
+
+
+class Deadlock(Error):
+    """EDEADLK from a waiting acquire(): the calling thread already holds the key, through
+    this Region, by an unexpired lease of its latest acquisition.  The wait could only end
+    at that lease's deadline by taking it over (making the thread's own lease stale), so it
+    is refused at once: nothing changed, no token consumed.  Release the lease first, or
+    wait from another Region handle (another thread sharing this Region still waits)."""
+
+
+class Cancelled(Error):
+    """ECANCELED: acquire(cancel=c) gave up waiting because c.cancel() was called (before or
+    during the wait).  Nothing is held and no token was consumed."""
 
 
 # errno -> class.  Errors not listed are Error.  One line per new class.
@@ -93,13 +108,23 @@ _CLASSES = {
     _errno.ESTALE: OwnershipLost,
     _errno.EXDEV: ScopeMismatch,
     _errno.ECHILD: ForkedHandle,
+    _errno.EDEADLK: Deadlock,
+    _errno.ECANCELED: Cancelled,
 }
 
 
-def raise_for(rc, what="", cls=None, **extra):
-    """Raise the exception for the negative errno rc, with fl_last_error()'s text.
-    what: context put before the library's message (for example the key)."""
-    detail = lib.fl_last_error().decode("utf-8", "replace")  # first: it is thread-local
+def unsupported(name):
+    """The loaded library is older than this binding and lacks the C function name."""
+    return NotImplementedError(f"fencelock: the loaded libfencelock has no {name}() (it is "
+                               f"older than this binding); upgrade the library")
+
+
+def raise_for(rc, what="", cls=None, detail=None, **extra):
+    """Raise the exception for the negative errno rc, with fl_last_error()'s text (or
+    detail, that text read earlier).  what: context put before the library's message (for
+    example the key)."""
+    if detail is None:
+        detail = lib.fl_last_error().decode("utf-8", "replace")  # first: it is thread-local
     err = -rc
     if cls is None:
         cls = _CLASSES.get(err, Error)

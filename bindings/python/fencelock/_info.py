@@ -7,7 +7,7 @@ arrays become str, durations stay in the C units the field names say (_ns).
 import dataclasses
 import os
 
-from ._native import FlClientInfo, FlLockInfo, FlRecordInfo, FlRegionInfo
+from ._native import FlClientInfo, FlLockInfo, FlRecordInfo, FlRegionInfo, FlUnregisteredInfo
 
 
 def _from_c(cls, c):
@@ -24,7 +24,7 @@ def _dataclass_of(name, struct, doc):
     """A frozen dataclass with struct's fields (str for char arrays, int otherwise)."""
     fields = []
     for fname, ftype in struct._fields_:
-        if fname == "reserved":  # the C struct's room to grow (docs/abi.md), not a field
+        if fname.startswith("reserved"):  # room to grow (docs/abi.md), not a field
             continue
         is_text = hasattr(ftype, "_length_")  # char[N]: the only arrays in these structs
         fields.append((fname, str if is_text else int))
@@ -38,3 +38,8 @@ RegionInfo = _dataclass_of("RegionInfo", FlRegionInfo, "fl_region_info: the regi
 LockInfo = _dataclass_of("LockInfo", FlLockInfo, "fl_lock_info: one lock slot (key).")
 RecordInfo = _dataclass_of("RecordInfo", FlRecordInfo, "fl_record_info: one fenced record.")
 ClientInfo = _dataclass_of("ClientInfo", FlClientInfo, "fl_client_info: one registered client.")
+UnregisteredInfo = _dataclass_of(
+    "UnregisteredInfo", FlUnregisteredInfo,
+    "fl_unregistered_info: a process that opened the region unregistered (no death detection)."
+    "  reason is a negative errno (-ECONNREFUSED, -ENOENT: no supervisor listening; -EACCES:"
+    " its socket refused the process); fencelock.err_name(reason) names it.")

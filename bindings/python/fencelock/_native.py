@@ -2,7 +2,8 @@
 """The C library, loaded with ctypes: where it is found, the structs, the prototypes.
 
 Everything here mirrors include/fencelock.h and nothing else: no policy, no
-exceptions other than ImportError when the library cannot be found.
+exceptions other than ImportError when the library cannot be found or has
+another major version than VERSION_MAJOR.
 
 Adding a C function to the binding is one line in PROTOTYPES (and the method
 that uses it).  A function this library build does not export is left unbound
@@ -17,6 +18,11 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_int, c_in
 
 SONAME = "libfencelock.so.0"
 
+# The library's major version this binding is written for (FL_VERSION_MAJOR).  A
+# library of another major version has another ABI (docs/abi.md): import fails.
+# A newer minor version is fine; an older one may lack functions (has()).
+VERSION_MAJOR = 0
+
 # Constants of fencelock.h.
 KEY_MAX = 127
 TOKEN_MAX = (1 << 63) - 1
@@ -26,6 +32,7 @@ LEASE_EXPIRED = 0x1
 LEASE_OWNER_DIED = 0x2
 COMMIT_STRICT = 0x1
 LOCK_FREE, LOCK_HELD, LOCK_EXPIRED = 0, 1, 2
+UNREGISTERED_MAX = 32
 
 
 class FlLease(Structure):
@@ -72,28 +79,47 @@ class FlClientInfo(Structure):
                 ("attached", c_uint32), ("client_id", c_uint64), ("reserved", c_uint64 * 8)]
 
 
+class FlUnregisteredInfo(Structure):
+    _fields_ = [("pid", c_uint32), ("uid", c_uint32), ("reason", c_int32),
+                ("reserved0", c_uint32), ("start_time", c_uint64), ("opened_unix_ns", c_uint64),
+                ("reserved", c_uint64 * 8)]
+
+
 # The structs the size test compares with the C header (C name -> ctypes class).
 STRUCTS = {"fl_lease": FlLease, "fl_region_info": FlRegionInfo, "fl_lock_info": FlLockInfo,
-           "fl_record_info": FlRecordInfo, "fl_client_info": FlClientInfo}
+           "fl_record_info": FlRecordInfo, "fl_client_info": FlClientInfo,
+           "fl_unregistered_info": FlUnregisteredInfo}
 
 # void (*fl_lost_fn)(void *arg, const fl_lease *lease, int err)
 LOST_FN = CFUNCTYPE(None, c_void_p, POINTER(FlLease), c_int)
 
 _region_p = c_void_p  # fl_region * (opaque)
 _keepalive_p = c_void_p  # fl_keepalive * (opaque)
+_cancel_p = c_void_p  # fl_cancel * (opaque)
 _u64p = POINTER(c_uint64)
 
 # name -> (restype, argtypes), in the order of fencelock.h.
 PROTOTYPES = {
+    "fl_version": (c_char_p, []),
+    "fl_version_number": (c_uint, []),
     "fl_open": (c_int, [c_char_p, POINTER(_region_p)]),
     "fl_open_readonly": (c_int, [c_char_p, POINTER(_region_p)]),
     "fl_close": (None, [_region_p]),
     "fl_acquire": (c_int, [_region_p, c_char_p, c_uint64, c_int64, POINTER(FlLease)]),
+    "fl_cancel_new": (c_int, [POINTER(_cancel_p)]),
+    "fl_cancel_free": (None, [_cancel_p]),
+    "fl_cancel_trigger": (None, [_cancel_p]),
+    "fl_cancel_reset": (None, [_cancel_p]),
+    "fl_cancel_is_triggered": (c_int, [_cancel_p]),
+    "fl_acquire_cancelable": (c_int, [_region_p, c_char_p, c_uint64, c_int64, _cancel_p,
+                                      POINTER(FlLease)]),
     "fl_renew": (c_int, [_region_p, POINTER(FlLease), c_uint64]),
     "fl_release": (c_int, [_region_p, POINTER(FlLease)]),
     "fl_check": (c_int, [_region_p, POINTER(FlLease)]),
     "fl_commit": (c_int, [_region_p, POINTER(FlLease), c_char_p, c_void_p, c_size_t, c_uint,
                           _u64p]),
+    "fl_commit_token": (c_int, [_region_p, c_char_p, c_uint64, c_char_p, c_void_p, c_size_t,
+                                c_uint, _u64p]),
     "fl_read": (c_int, [_region_p, c_char_p, c_void_p, c_size_t, POINTER(c_size_t), _u64p]),
     "fl_commit_u64": (c_int, [_region_p, POINTER(FlLease), c_char_p, c_uint64, c_uint, _u64p]),
     "fl_read_u64": (c_int, [_region_p, c_char_p, _u64p, _u64p]),
@@ -112,6 +138,7 @@ PROTOTYPES = {
     "fl_lock_info_get": (c_int, [_region_p, c_uint32, POINTER(FlLockInfo)]),
     "fl_record_info_get": (c_int, [_region_p, c_uint32, POINTER(FlRecordInfo)]),
     "fl_client_info_get": (c_int, [_region_p, c_uint32, POINTER(FlClientInfo)]),
+    "fl_unregistered_info_get": (c_int, [_region_p, c_uint32, POINTER(FlUnregisteredInfo)]),
 }
 
 
@@ -170,7 +197,43 @@ def load():
             continue  # an older library: has(name) is False
         fn.restype = restype
         fn.argtypes = argtypes
+    check_version(lib, _loaded_path(lib, p))
     return lib
+
+
+def _loaded_path(lib, fallback):
+    """The file the loader mapped for lib (from /proc/self/maps), else fallback."""
+    fn = getattr(lib, "fl_strerror", None)
+    if fn is None:
+        return fallback
+    addr = ctypes.cast(fn, c_void_p).value
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                if lo <= addr < hi and len(parts) == 6:
+                    return parts[5].strip()
+    except OSError:
+        pass
+    return fallback
+
+
+def check_version(lib, path):
+    """ImportError unless lib's major version is VERSION_MAJOR.  A library without
+    fl_version_number() predates it (0.0, major 0)."""
+    fn = getattr(lib, "fl_version_number", None)
+    if fn is None:
+        number, text = 0, "older than 0.1 (no fl_version)"
+    else:
+        number = int(fn())
+        text = lib.fl_version().decode("ascii", "replace")
+    major = number >> 16
+    if major != VERSION_MAJOR:
+        raise ImportError(f"fencelock: the C library {path} is version {text} (major {major}); "
+                          f"this Python binding needs major version {VERSION_MAJOR}: install "
+                          f"the binding of the same release as the library, or point "
+                          f"FENCELOCK_LIB at a {VERSION_MAJOR}.x library")
 
 
 lib = load()

@@ -14,19 +14,36 @@ its path and open it in the other process.
 """
 import ctypes
 import errno
+import operator
 import os
 import threading
 import time
 from ctypes import byref, c_size_t, c_uint64
 
-from . import _errors
+from . import _cancel, _errors
 from ._errors import ForkedHandle, OwnershipLost, StaleFence, raise_for
-from ._info import ClientInfo, LockInfo, RecordInfo, RegionInfo
-from ._native import (COMMIT_STRICT, LEASE_EXPIRED, LEASE_OWNER_DIED, LOST_FN, WAIT_FOREVER,
-                      FlClientInfo, FlLease, FlLockInfo, FlRecordInfo, FlRegionInfo, lib)
+from ._info import ClientInfo, LockInfo, RecordInfo, RegionInfo, UnregisteredInfo
+from ._native import (COMMIT_STRICT, LEASE_EXPIRED, LEASE_OWNER_DIED, LOST_FN, TOKEN_MAX,
+                      UNREGISTERED_MAX, WAIT_FOREVER, FlClientInfo, FlLease, FlLockInfo,
+                      FlRecordInfo, FlRegionInfo, FlUnregisteredInfo, has, lib)
 
 _ENOENT, _ERANGE, _ENOBUFS = errno.ENOENT, errno.ERANGE, errno.ENOBUFS
-_ESTALE, _ENAMETOOLONG = errno.ESTALE, errno.ENAMETOOLONG
+_ESTALE, _ENAMETOOLONG, _ECANCELED = errno.ESTALE, errno.ENAMETOOLONG, errno.ECANCELED
+
+
+def version():
+    """fl_version(): the loaded C library's version, "MAJOR.MINOR.PATCH"."""
+    if not has("fl_version"):
+        raise _errors.unsupported("fl_version")
+    return lib.fl_version().decode("ascii", "replace")
+
+
+def version_number():
+    """fl_version_number(): the loaded C library's version as 0xMMmmpp (compares as an
+    int: version_number() >= 0x000100 for 0.1.0 or newer)."""
+    if not has("fl_version_number"):
+        raise _errors.unsupported("fl_version_number")
+    return int(lib.fl_version_number())
 
 
 def _name(s, what):
@@ -137,10 +154,25 @@ class Region:
 
     # -- locks ---------------------------------------------------------------
 
-    def acquire(self, key, lease=30.0, timeout=None):
+    def acquire(self, key, lease=30.0, timeout=None, cancel=None):
         """Acquire key's lock for lease seconds.  timeout: None waits forever, 0 tries
         once, > 0 waits at most that many seconds.  Returns a Lease (a context manager
-        that releases it); raises Busy if the key stayed held."""
+        that releases it).
+
+        cancel: a fencelock.Cancel; its cancel(), from any thread, ends the wait with
+        Cancelled (a free key is still acquired).
+
+        Signals: a wait in the main thread ends when a signal with a Python handler
+        arrives, runs the handler at once, and raises what it raises: Ctrl-C
+        (KeyboardInterrupt) ends even a timeout=None wait.  A handler that returns lets
+        the wait go on for the time left.  (The C wait is fl_acquire_cancelable with a
+        cancel that a helper thread triggers from signal.set_wakeup_fd's pipe; the
+        wakeup fd set before is restored afterwards and sees every signal too.)  Waits
+        in other threads ignore signals: end them with a Cancel.
+
+        Raises Busy if the key stayed held, Deadlock if the calling thread holds it
+        already through this Region (a wait could only take its own lease over),
+        Cancelled."""
         k = _name(key, "key")
         lease_ns = _ns(lease, "lease")
         if timeout is None:
@@ -149,11 +181,53 @@ class Region:
             timeout_ns = 0
         else:
             timeout_ns = _ns(timeout, "timeout")
+        if cancel is not None and not isinstance(cancel, _cancel.Cancel):
+            raise TypeError(f"cancel must be a fencelock.Cancel, not {type(cancel).__name__}")
+        h = self._handle()
         c = FlLease()
-        rc = lib.fl_acquire(self._handle(), k, lease_ns, timeout_ns, byref(c))
+        w = _cancel.watcher() if timeout_ns != 0 else None
+        if w is not None:
+            rc, detail = self._wait_main(h, k, lease_ns, timeout_ns, cancel, c, w)
+        elif cancel is not None:
+            cc = cancel._enter()
+            try:
+                rc = lib.fl_acquire_cancelable(h, k, lease_ns, timeout_ns, cc, byref(c))
+                detail = lib.fl_last_error() if rc < 0 else None
+            finally:
+                cancel._exit()
+        else:
+            rc = lib.fl_acquire(h, k, lease_ns, timeout_ns, byref(c))
+            detail = lib.fl_last_error() if rc < 0 else None
         if rc < 0:
-            raise_for(rc, f"key {key!r}")
+            raise_for(rc, f"key {key!r}", detail=detail.decode("utf-8", "replace"))
         return Lease(self, key, c, lease)
+
+    @staticmethod
+    def _wait_main(h, k, lease_ns, timeout_ns, cancel, c, w):
+        """A wait in the main thread, ended by signals (see acquire and _cancel.py).
+        Returns (rc, fl_last_error() bytes or None)."""
+        deadline = None if timeout_ns == WAIT_FOREVER else time.monotonic_ns() + timeout_ns
+        sig = w.cancel
+        user = cancel._enter(link=sig) if cancel is not None else None
+        try:
+            with _cancel.SignalWait(w):
+                t = timeout_ns
+                while True:
+                    lib.fl_cancel_reset(sig)
+                    if user is not None and lib.fl_cancel_is_triggered(user):
+                        lib.fl_cancel_trigger(sig)
+                    _cancel.check_signals()  # those that came before the pipe was set
+                    rc = lib.fl_acquire_cancelable(h, k, lease_ns, t, sig, byref(c))
+                    detail = lib.fl_last_error() if rc < 0 else None
+                    if rc != -_ECANCELED or (user is not None
+                                             and lib.fl_cancel_is_triggered(user)):
+                        return rc, detail
+                    _cancel.check_signals()  # KeyboardInterrupt, or what a handler raises
+                    if deadline is not None:  # a handler returned: wait on, time left
+                        t = max(1, deadline - time.monotonic_ns())
+        finally:
+            if cancel is not None:
+                cancel._exit(link=sig)
 
     # -- fenced records ------------------------------------------------------
 
@@ -166,7 +240,7 @@ class Region:
         rc = lib.fl_commit(self._handle(), byref(lease._c), _name(record, "record"), data,
                            len(data), COMMIT_STRICT if strict else 0, byref(accepted))
         if rc < 0:
-            self._commit_failed(rc, lease, record, accepted)
+            self._commit_failed(rc, lease.token, record, accepted)
         return accepted.value
 
     def commit_u64(self, lease, record, value, strict=False):
@@ -175,13 +249,38 @@ class Region:
         rc = lib.fl_commit_u64(self._handle(), byref(lease._c), _name(record, "record"),
                                value, COMMIT_STRICT if strict else 0, byref(accepted))
         if rc < 0:
-            self._commit_failed(rc, lease, record, accepted)
+            self._commit_failed(rc, lease.token, record, accepted)
+        return accepted.value
+
+    def commit_token(self, key, token, record, data, strict=False):
+        """Commit data to record, fenced by token, a token that key issued, without its
+        Lease (fl_commit_token): for a holder that has the key and the token only, such as
+        a program run by `fencelock run` ($FENCELOCK_KEY, $FENCELOCK_TOKEN) or a process
+        handed them.  The same fenced commit as commit(): returns the accepted token;
+        raises StaleFence (.token, .accepted) if the record accepted a greater token (an
+        equal one too when strict), ScopeMismatch if the record belongs to another key,
+        NotFound (a KeyError) if key was never acquired in this region (nothing is
+        created), Error EINVAL if key never issued token.  token: an int 1..TOKEN_MAX."""
+        if not has("fl_commit_token"):
+            raise _errors.unsupported("fl_commit_token")
+        token = operator.index(token)
+        if not 0 < token <= TOKEN_MAX:
+            raise ValueError(f"token must be in 1..{TOKEN_MAX}, not {token}")
+        data = bytes(data)
+        accepted = c_uint64()
+        rc = lib.fl_commit_token(self._handle(), _name(key, "key"), token,
+                                 _name(record, "record"), data, len(data),
+                                 COMMIT_STRICT if strict else 0, byref(accepted))
+        if rc == -_ENOENT:
+            raise_for(rc, f"key {key!r}", _errors.NotFound)
+        if rc < 0:
+            self._commit_failed(rc, token, record, accepted)
         return accepted.value
 
     @staticmethod
-    def _commit_failed(rc, lease, record, accepted):
+    def _commit_failed(rc, token, record, accepted):
         if rc == -_ESTALE:
-            raise_for(rc, f"record {record!r}", StaleFence, token=lease.token,
+            raise_for(rc, f"record {record!r}", StaleFence, token=token,
                       accepted=accepted.value)
         raise_for(rc, f"record {record!r}")
 
@@ -250,6 +349,16 @@ class Region:
         """Every live client of the supervisor's table (list of ClientInfo)."""
         n = self.info().client_capacity
         return self._table(lib.fl_client_info_get, ClientInfo, FlClientInfo, 1, n)
+
+    def unregistered(self):
+        """The processes that opened this region unregistered (no supervisor answered,
+        or its socket refused them) and still have it open: list of UnregisteredInfo,
+        from the region's table of the latest UNREGISTERED_MAX such opens.  Display only
+        (any client may write that table)."""
+        if not has("fl_unregistered_info_get"):
+            raise _errors.unsupported("fl_unregistered_info_get")
+        return self._table(lib.fl_unregistered_info_get, UnregisteredInfo, FlUnregisteredInfo,
+                           0, UNREGISTERED_MAX - 1)
 
 
 class Lease:

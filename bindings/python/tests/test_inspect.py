@@ -63,3 +63,18 @@ def test_unregistered_without_a_supervisor(daemon):  # I10
         assert not r.registered
         with r.acquire("k", timeout=0) as lease:
             assert r.commit(lease, "k", b"still fenced") == lease.token
+
+
+def test_unregistered_clients_are_listed(daemon, region):  # I10, I12
+    assert region.unregistered() == []
+    daemon.stop()
+    with fencelock.open(daemon.region) as r:
+        assert not r.registered
+        mine = [u for u in r.unregistered() if u.pid == os.getpid()]
+        assert len(mine) == 1
+        u = mine[0]
+        assert u.uid == os.getuid() and u.reason < 0 and u.start_time > 0
+        assert fencelock.err_name(u.reason) in ("ECONNREFUSED", "ENOENT")
+        assert u.opened_unix_ns > 0
+        assert not hasattr(u, "reserved0") and not hasattr(u, "reserved")
+    assert [u for u in region.unregistered() if u.pid == os.getpid()] == []
