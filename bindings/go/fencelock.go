@@ -56,6 +56,15 @@ type Region struct {
 
 	kaMu       sync.Mutex
 	keepalives map[*keepalive]struct{} // running; Close stops them first
+
+	// Cancellation of waits (see Acquire): every fl_cancel this Region
+	// made, and those not in use by a wait.  Close sets closing and
+	// triggers them all, which ends every wait, then frees them once it
+	// holds mu for writing (no wait and no trigger can use one then).
+	cancelMu sync.Mutex
+	closing  bool
+	cancels  []*C.fl_cancel
+	idle     []*C.fl_cancel
 }
 
 // call runs one C function on a locked OS thread and, if it returns a
@@ -81,9 +90,13 @@ func (r *Region) handle(op string) (*C.fl_region, error) {
 	r.mu.RLock()
 	if r.c == nil {
 		r.mu.RUnlock()
-		return nil, &Error{Errno: syscall.EBADF, Op: op, Message: "region is closed", kind: ErrClosed}
+		return nil, closedError(op)
 	}
 	return r.c, nil
+}
+
+func closedError(op string) *Error {
+	return &Error{Errno: syscall.EBADF, Op: op, Message: "region is closed", kind: ErrClosed}
 }
 
 // cString returns s as a NUL-terminated byte slice for C.  A Go string may
@@ -140,8 +153,9 @@ func open(op, region string, f func(*C.char, **C.fl_region) C.int) (*Region, err
 	return r, nil
 }
 
-// Close stops the region's running keepalives, then unmaps the region and
-// ends the registration.  Locks still held through it are released as if
+// Close stops the region's running keepalives and ends its waits (their
+// Acquire returns ErrClosed), then unmaps the region and ends the
+// registration.  Locks still held through it are released as if
 // the process had died (their next holders see OwnerDiedPrevious).  Leases
 // of the region must not be used afterwards: their calls return ErrClosed.
 // Closing twice is harmless.
@@ -155,12 +169,24 @@ func (r *Region) Close() error {
 	for _, ka := range kas {
 		ka.stop()
 	}
+	r.cancelMu.Lock()
+	r.closing = true
+	for _, w := range r.cancels {
+		C.fl_cancel_trigger(w)
+	}
+	r.cancelMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.c != nil {
 		C.fl_close(r.c)
 		r.c = nil
 	}
+	r.cancelMu.Lock()
+	for _, w := range r.cancels {
+		C.fl_cancel_free(w)
+	}
+	r.cancels, r.idle = nil, nil
+	r.cancelMu.Unlock()
 	return nil
 }
 
