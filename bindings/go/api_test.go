@@ -2,6 +2,7 @@ package fencelock
 
 import (
 	"errors"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -69,5 +70,85 @@ func TestCommitToken(t *testing.T) { /* I2 I8 */
 	r.Close()
 	if _, err := r.CommitToken("k", b.Token, "rec", nil, false); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after Close: %v", err)
+	}
+}
+
+// A Region opened with no supervisor running is unregistered and listed
+// by Unregistered until it is closed.
+func TestUnregistered(t *testing.T) { /* I10 */
+	d := startDaemon(t)
+	registered := d.open(t)
+	d.stop()
+	before := time.Now()
+	r, err := Open(d.region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.Registered() {
+		t.Fatal("registered with no supervisor")
+	}
+	l := mustAcquire(t, r, "k", time.Second) // works on, by leases
+	if _, err := r.Commit(l, "rec", []byte("x"), false); err != nil {
+		t.Fatal(err)
+	}
+	list, err := registered.Unregistered()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 {
+		t.Fatalf("Unregistered: %+v", list)
+	}
+	u := list[0]
+	if u.PID != uint32(os.Getpid()) || u.UID != uint32(os.Getuid()) || u.StartTime == 0 ||
+		(u.Reason != syscall.ECONNREFUSED && u.Reason != syscall.ENOENT) ||
+		u.Opened.Before(before.Add(-time.Second)) || u.Opened.After(time.Now().Add(time.Second)) {
+		t.Fatalf("Unregistered: %+v (reason %v)", u, u.Reason)
+	}
+	ro, err := OpenReadOnly(d.region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if list, err := ro.Unregistered(); err != nil || len(list) != 1 || list[0] != u {
+		t.Fatalf("read-only: %+v %v", list, err)
+	}
+	r.Close()
+	if list, err := ro.Unregistered(); err != nil || len(list) != 0 {
+		t.Fatalf("after Close: %+v %v", list, err)
+	}
+	if _, err := r.Unregistered(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("closed: %v", err)
+	}
+}
+
+// Info().ClientsRefused counts the registrations a full client table
+// refused (Open: EUSERS).
+func TestClientsRefused(t *testing.T) {
+	d := startDaemon(t, "--clients", "1")
+	// The start-up check's client may hold the one entry for a moment.
+	var first *Region
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		r, err := Open(d.region)
+		if err == nil {
+			first = r
+			break
+		}
+		if !errors.Is(err, syscall.EUSERS) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	defer first.Close()
+	info, err := first.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(d.region); !errors.Is(err, syscall.EUSERS) {
+		t.Fatalf("second client with --clients 1: %v", err)
+	}
+	after, err := first.Info()
+	if err != nil || after.ClientsRefused != info.ClientsRefused+1 {
+		t.Fatalf("ClientsRefused %d then %d (%v)", info.ClientsRefused, after.ClientsRefused, err)
 	}
 }

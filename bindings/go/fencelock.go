@@ -124,7 +124,7 @@ func Open(region string) (*Region, error) {
 }
 
 // OpenReadOnly opens a region for inspection only (Info, Locks, Records,
-// Clients, Read, ReadU64), without registering.
+// Clients, Unregistered, Read, ReadU64), without registering.
 func OpenReadOnly(region string) (*Region, error) {
 	return open("open read-only", region, func(p *C.char, out **C.fl_region) C.int {
 		return C.fl_open_readonly(p, out)
@@ -194,7 +194,9 @@ func (r *Region) Close() error {
 func (r *Region) Path() string { return r.path }
 
 // Registered reports whether the handle is registered with a supervisor
-// (death detection on).  False for a closed or read-only handle.
+// (death detection on).  False for a closed or read-only handle.  An
+// unregistered handle (no supervisor answered, or its socket refused this
+// process) is listed by Unregistered, with the reason, until it is closed.
 func (r *Region) Registered() bool {
 	c, err := r.handle("registered")
 	if err != nil {
