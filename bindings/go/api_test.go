@@ -1,12 +1,89 @@
 package fencelock
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
+	"regexp"
+	"sort"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
+
+// Every FL_API function of include/fencelock.h is called by the binding
+// (issue 16: a function added to the header fails this test until it is
+// wrapped, or used by a wrapper).
+func TestEveryPublicFunction(t *testing.T) {
+	header, err := os.ReadFile("../../include/fencelock.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var src strings.Builder
+	files, _ := os.ReadDir(".")
+	for _, f := range files {
+		if strings.HasSuffix(f.Name(), ".go") && !strings.HasSuffix(f.Name(), "_test.go") {
+			b, err := os.ReadFile(f.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			src.Write(b)
+		}
+	}
+	decl := regexp.MustCompile(`FL_API [^;(]*?\b(fl_[a-z0-9_]+)\s*\(`)
+	var missing []string
+	n := 0
+	for _, m := range decl.FindAllSubmatch(header, -1) {
+		n++
+		if name := string(m[1]); !strings.Contains(src.String(), "C."+name+"(") {
+			missing = append(missing, name)
+		}
+	}
+	if n < 30 {
+		t.Fatalf("found only %d FL_API functions in the header: is the pattern out of date?", n)
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Fatalf("not called by the binding: %v", missing)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	v := Version()
+	var major, minor, patch uint32
+	if _, err := fmt.Sscanf(v, "%d.%d.%d", &major, &minor, &patch); err != nil ||
+		fmt.Sprintf("%d.%d.%d", major, minor, patch) != v {
+		t.Fatalf("Version() = %q", v)
+	}
+	if n := VersionNumber(); n != major<<16|minor<<8|patch {
+		t.Fatalf("VersionNumber() = %#x for %q", n, v)
+	}
+
+	// The token layout helpers against a real token and the region's epoch.
+	r := startDaemon(t).open(t)
+	l := mustAcquire(t, r, "k", time.Second)
+	info, err := r.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if TokenEpoch(l.Token) != info.Epoch || TokenCounter(l.Token) == 0 ||
+		TokenEpoch(l.Token)<<TokenEpochShift|TokenCounter(l.Token) != l.Token || l.Token > TokenMax {
+		t.Fatalf("token %#x: epoch %d counter %d, region epoch %d", l.Token, TokenEpoch(l.Token),
+			TokenCounter(l.Token), info.Epoch)
+	}
+	if _, err := r.Acquire(context.Background(), strings.Repeat("k", KeyMax), time.Second); err != nil {
+		t.Fatalf("a key of KeyMax bytes: %v", err)
+	}
+	if os.Setenv(RegionEnv, r.Path()) != nil {
+		t.Fatal("setenv")
+	}
+	defer os.Unsetenv(RegionEnv)
+	if p, err := DefaultRegionPath(); err != nil || p != r.Path() {
+		t.Fatalf("with %s set: %q %v", RegionEnv, p, err)
+	}
+}
 
 // CommitToken: the fenced commit of a key and token without the Lease.
 func TestCommitToken(t *testing.T) { /* I2 I8 */
