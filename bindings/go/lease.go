@@ -107,14 +107,7 @@ func (r *Region) wait(ctx context.Context, c *C.fl_region, k []byte, leaseNs C.u
 	var finished, watched chan struct{}
 	if done := ctx.Done(); done != nil {
 		finished, watched = make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(watched)
-			select {
-			case <-done:
-				C.fl_cancel_trigger(w)
-			case <-finished:
-			}
-		}()
+		go watchCtx(w, done, finished, watched)
 	}
 	e = acquireOnce(c, k, leaseNs, timeout, w, out)
 	if finished != nil {
@@ -129,6 +122,17 @@ func (r *Region) wait(ctx context.Context, c *C.fl_region, k []byte, leaseNs C.u
 		e.kind = ErrBusy
 	}
 	return e
+}
+
+// watchCtx triggers w when done is closed before finished, then closes
+// watched.  (A function, not a closure: w stays off the heap.)
+func watchCtx(w *C.fl_cancel, done <-chan struct{}, finished, watched chan struct{}) {
+	defer close(watched)
+	select {
+	case <-done:
+		C.fl_cancel_trigger(w)
+	case <-finished:
+	}
 }
 
 // takeCancel gives an untriggered fl_cancel for one wait, or ErrClosed
@@ -232,22 +236,28 @@ func (l *Lease) Check() bool {
 // closed, or its own lease ends).
 func acquireOnce(c *C.fl_region, k []byte, leaseNs C.uint64_t, timeout C.int64_t, w *C.fl_cancel,
 	out *C.fl_lease) *Error {
-	acquire := func() C.int {
-		if w == nil {
-			return C.fl_acquire(c, cptr(k), leaseNs, timeout, out)
-		}
-		return C.fl_acquire_cancelable(c, cptr(k), leaseNs, timeout, w, out)
-	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	rc := acquire()
+	rc := cAcquire(c, k, leaseNs, timeout, w, out)
 	if rc == -C.EDEADLK {
 		result := make(chan *Error, 1)
-		go func() { result <- call("acquire", acquire) }()
+		go func() {
+			result <- call("acquire", func() C.int { return cAcquire(c, k, leaseNs, timeout, w, out) })
+		}()
 		return <-result
 	}
 	if rc >= 0 {
 		return nil
 	}
 	return newError("acquire", syscall.Errno(-rc), C.GoString(C.fl_last_error()))
+}
+
+// cAcquire is a plain function, not a closure, so that the uncontended
+// path allocates nothing for it.
+func cAcquire(c *C.fl_region, k []byte, leaseNs C.uint64_t, timeout C.int64_t, w *C.fl_cancel,
+	out *C.fl_lease) C.int {
+	if w == nil {
+		return C.fl_acquire(c, cptr(k), leaseNs, timeout, out)
+	}
+	return C.fl_acquire_cancelable(c, cptr(k), leaseNs, timeout, w, out)
 }
