@@ -240,10 +240,12 @@ func acquireOnce(c *C.fl_region, k []byte, leaseNs C.uint64_t, timeout C.int64_t
 	defer runtime.UnlockOSThread()
 	rc := cAcquire(c, k, leaseNs, timeout, w, out)
 	if rc == -C.EDEADLK {
+		// The retry itself meets EDEADLK if meanwhile the key changed
+		// hands to a goroutine that ran on the retry's thread; it then
+		// retries again, on yet another thread (each level keeps its own
+		// locked), so EDEADLK never reaches the caller.
 		result := make(chan *Error, 1)
-		go func() {
-			result <- call("acquire", func() C.int { return cAcquire(c, k, leaseNs, timeout, w, out) })
-		}()
+		go func() { result <- acquireOnce(c, k, leaseNs, timeout, w, out) }()
 		return <-result
 	}
 	if rc >= 0 {
