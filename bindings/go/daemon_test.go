@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,11 +30,14 @@ func fencelockdPath(t testing.TB) string {
 type daemon struct {
 	region string
 	cmd    *exec.Cmd
+	exited chan error
+	once   sync.Once
 }
 
 // startDaemon starts fencelockd on a new region and waits until Open
-// succeeds (polling, no fixed sleep).  Cleanup stops it.
-func startDaemon(t testing.TB) *daemon {
+// succeeds (polling, no fixed sleep).  Cleanup stops it.  args are added
+// to fencelockd's (a later option overrides an earlier one).
+func startDaemon(t testing.TB, args ...string) *daemon {
 	t.Helper()
 	// A short directory: the socket path REGION.sock must fit sun_path,
 	// and t.TempDir() embeds the test's name.
@@ -48,24 +52,18 @@ func startDaemon(t testing.TB) *daemon {
 		t.Fatal(err)
 	}
 	defer log.Close()
-	d.cmd = exec.Command(fencelockdPath(t), "--region", d.region, "--state", filepath.Join(dir, "state"),
-		"--locks", "64", "--records", "64", "--clients", "64")
+	d.cmd = exec.Command(fencelockdPath(t), append([]string{"--region", d.region,
+		"--state", filepath.Join(dir, "state"), "--locks", "64", "--records", "64", "--clients", "64"},
+		args...)...)
 	d.cmd.Stderr = log
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
+	d.exited = exited
 	go func() { exited <- d.cmd.Wait() }()
-	t.Cleanup(func() {
-		d.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			d.cmd.Process.Kill()
-			<-exited
-		}
-	})
+	t.Cleanup(d.stop)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		r, err := Open(d.region)
@@ -81,6 +79,7 @@ func startDaemon(t testing.TB) *daemon {
 		}
 		select {
 		case err := <-exited:
+			exited <- err // for stop
 			b, _ := os.ReadFile(filepath.Join(dir, "fencelockd.log"))
 			t.Fatalf("fencelockd exited: %v\n%s", err, b)
 		case <-time.After(2 * time.Millisecond):
@@ -89,6 +88,20 @@ func startDaemon(t testing.TB) *daemon {
 			t.Fatal("fencelockd did not become ready in 20 s")
 		}
 	}
+}
+
+// stop stops fencelockd (SIGTERM: a clean shutdown; the region stays) and
+// waits for it to exit.  Idempotent.
+func (d *daemon) stop() {
+	d.once.Do(func() {
+		d.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-d.exited:
+		case <-time.After(10 * time.Second):
+			d.cmd.Process.Kill()
+			<-d.exited
+		}
+	})
 }
 
 // open opens the daemon's region; Cleanup closes it.

@@ -27,8 +27,9 @@ var (
 	ErrOwnershipLost = fmt.Errorf("fencelock: ownership lost: %w", ErrStale)
 	// ErrScope: the record is fenced by another key than the lease's (EXDEV).
 	ErrScope = errors.New("fencelock: record is bound to another key")
-	// ErrNotFound: Read of a record never committed.
-	ErrNotFound = errors.New("fencelock: record not found")
+	// ErrNotFound: Read of a record never committed, or CommitToken with
+	// a key never acquired in the region (ENOENT both).
+	ErrNotFound = errors.New("fencelock: not found")
 	// ErrClosed: a call on a closed Region (or a lease of one).
 	ErrClosed = errors.New("fencelock: region is closed")
 )
@@ -83,8 +84,8 @@ func newError(op string, errno syscall.Errno, msg string) *Error {
 // longer current: errors.Is(err, ErrStale), errors.Is(err,
 // ErrOwnershipLost) and errors.Is(err, syscall.ESTALE) all hold.
 type StaleError struct {
-	Op       string // "commit", "renew", "release"
-	Key      string // the lease's key
+	Op       string // "commit" (Commit, CommitU64, CommitToken), "renew", "release"
+	Key      string // the lease's key (CommitToken: the key given)
 	Record   string // the record, for a commit
 	Token    uint64 // the token that was refused
 	Accepted uint64 // commit: the greatest token the record had accepted; else 0
@@ -110,13 +111,17 @@ func (e *StaleError) Is(target error) bool { return target == syscall.ESTALE }
 
 // stale turns an ESTALE *Error into a *StaleError; other errors pass.
 func stale(err *Error, l *Lease, record string, accepted uint64) error {
+	return staleError(err, l.Key, l.Token, record, accepted)
+}
+
+func staleError(err *Error, key string, token uint64, record string, accepted uint64) error {
 	if err == nil {
 		return nil
 	}
 	if err.Errno != syscall.ESTALE {
 		return err
 	}
-	return &StaleError{Op: err.Op, Key: l.Key, Record: record, Token: l.Token,
+	return &StaleError{Op: err.Op, Key: key, Record: record, Token: token,
 		Accepted: accepted, Message: err.Message}
 }
 

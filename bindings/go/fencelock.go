@@ -16,6 +16,11 @@
 // ErrOwnershipLost, ErrScope, ErrNotFound, ErrClosed as sentinels for
 // errors.Is; the errno in every *Error for errors.Is(err, syscall.EXXX).
 //
+// Every public function of fencelock.h is used: the C cancellation objects
+// (fl_cancel_*) through a context.Context given to Acquire, the keepalive's
+// fd and status inside KeepAlive, fl_strerror, fl_err_name and
+// fl_last_error in the errors.
+//
 // A Region belongs to the process that opened it (a forked child gets
 // ECHILD); Go programs fork only through os/exec, so this rarely matters.
 package fencelock
@@ -56,6 +61,15 @@ type Region struct {
 
 	kaMu       sync.Mutex
 	keepalives map[*keepalive]struct{} // running; Close stops them first
+
+	// Cancellation of waits (see Acquire): every fl_cancel this Region
+	// made, and those not in use by a wait.  Close sets closing and
+	// triggers them all, which ends every wait, then frees them once it
+	// holds mu for writing (no wait and no trigger can use one then).
+	cancelMu sync.Mutex
+	closing  bool
+	cancels  []*C.fl_cancel
+	idle     []*C.fl_cancel
 }
 
 // call runs one C function on a locked OS thread and, if it returns a
@@ -81,9 +95,13 @@ func (r *Region) handle(op string) (*C.fl_region, error) {
 	r.mu.RLock()
 	if r.c == nil {
 		r.mu.RUnlock()
-		return nil, &Error{Errno: syscall.EBADF, Op: op, Message: "region is closed", kind: ErrClosed}
+		return nil, closedError(op)
 	}
 	return r.c, nil
+}
+
+func closedError(op string) *Error {
+	return &Error{Errno: syscall.EBADF, Op: op, Message: "region is closed", kind: ErrClosed}
 }
 
 // cString returns s as a NUL-terminated byte slice for C.  A Go string may
@@ -111,7 +129,7 @@ func Open(region string) (*Region, error) {
 }
 
 // OpenReadOnly opens a region for inspection only (Info, Locks, Records,
-// Clients, Read, ReadU64), without registering.
+// Clients, Unregistered, Read, ReadU64), without registering.
 func OpenReadOnly(region string) (*Region, error) {
 	return open("open read-only", region, func(p *C.char, out **C.fl_region) C.int {
 		return C.fl_open_readonly(p, out)
@@ -140,8 +158,9 @@ func open(op, region string, f func(*C.char, **C.fl_region) C.int) (*Region, err
 	return r, nil
 }
 
-// Close stops the region's running keepalives, then unmaps the region and
-// ends the registration.  Locks still held through it are released as if
+// Close stops the region's running keepalives and ends its waits (their
+// Acquire returns ErrClosed), then unmaps the region and ends the
+// registration.  Locks still held through it are released as if
 // the process had died (their next holders see OwnerDiedPrevious).  Leases
 // of the region must not be used afterwards: their calls return ErrClosed.
 // Closing twice is harmless.
@@ -155,20 +174,83 @@ func (r *Region) Close() error {
 	for _, ka := range kas {
 		ka.stop()
 	}
+	r.cancelMu.Lock()
+	r.closing = true
+	for _, w := range r.cancels {
+		C.fl_cancel_trigger(w)
+	}
+	r.cancelMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.c != nil {
 		C.fl_close(r.c)
 		r.c = nil
 	}
+	r.cancelMu.Lock()
+	for _, w := range r.cancels {
+		C.fl_cancel_free(w)
+	}
+	r.cancels, r.idle = nil, nil
+	r.cancelMu.Unlock()
 	return nil
 }
+
+// Version is the version of the libfencelock loaded at run time,
+// "MAJOR.MINOR.PATCH" (fl_version()); it may be newer than the header the
+// binding was compiled with (same major version).
+func Version() string { return C.GoString(C.fl_version()) }
+
+// VersionNumber is the loaded library's version as 0xMMmmpp (major, minor,
+// patch one byte each), so versions compare as integers
+// (fl_version_number()).
+func VersionNumber() uint32 { return uint32(C.fl_version_number()) }
+
+// Limits and token layout of include/fencelock.h.
+const (
+	// KeyMax is the longest key or record name, in bytes (FL_KEY_MAX).
+	KeyMax = 127
+	// TokenMax is the greatest token the library hands out: tokens fit a
+	// SQL BIGINT (FL_TOKEN_MAX).
+	TokenMax = uint64(1<<63 - 1)
+	// TokenEpochShift: a token is epoch << TokenEpochShift | counter
+	// (FL_TOKEN_EPOCH_SHIFT).
+	TokenEpochShift = 40
+	// RegionEnv names the environment variable that Open("") reads
+	// (FL_REGION_ENV).
+	RegionEnv = "FENCELOCK_REGION"
+	// UnregisteredMax is the size of the region's table of unregistered
+	// clients (FL_UNREGISTERED_MAX; see Unregistered).
+	UnregisteredMax = 32
+)
+
+// The constants above are the header's: these fail to compile if not.
+const (
+	_ = uint(KeyMax - C.FL_KEY_MAX)
+	_ = uint(C.FL_KEY_MAX - KeyMax)
+	_ = uint(TokenEpochShift - C.FL_TOKEN_EPOCH_SHIFT)
+	_ = uint(C.FL_TOKEN_EPOCH_SHIFT - TokenEpochShift)
+	_ = uint(UnregisteredMax - C.FL_UNREGISTERED_MAX)
+	_ = uint(C.FL_UNREGISTERED_MAX - UnregisteredMax)
+)
+
+// (a map literal with two equal constant keys does not compile)
+var _ = map[bool]int{false: 0, RegionEnv == C.FL_REGION_ENV: 1}
+
+// TokenEpoch is the epoch part of a token (it advances at every
+// supervisor start).
+func TokenEpoch(token uint64) uint64 { return token >> TokenEpochShift }
+
+// TokenCounter is the counter part of a token (acquisitions of its key
+// within the epoch).
+func TokenCounter(token uint64) uint64 { return token & (1<<TokenEpochShift - 1) }
 
 // Path is the region file this handle maps.
 func (r *Region) Path() string { return r.path }
 
 // Registered reports whether the handle is registered with a supervisor
-// (death detection on).  False for a closed or read-only handle.
+// (death detection on).  False for a closed or read-only handle.  An
+// unregistered handle (no supervisor answered, or its socket refused this
+// process) is listed by Unregistered, with the reason, until it is closed.
 func (r *Region) Registered() bool {
 	c, err := r.handle("registered")
 	if err != nil {
@@ -178,8 +260,10 @@ func (r *Region) Registered() bool {
 	return C.fl_region_registered(c) == 1
 }
 
-// DefaultRegionPath is the region used when none is given:
-// $FENCELOCK_REGION if set, else /dev/shm/fencelock-<uid>/region.
+// DefaultRegionPath is the region used when none is given
+// (fl_default_region_path()): $FENCELOCK_REGION if set; else for root
+// /run/fencelock/region; else $XDG_RUNTIME_DIR/fencelock/region; only when
+// that directory does not exist, /dev/shm/fencelock-<uid>/region.
 func DefaultRegionPath() (string, error) {
 	buf := make([]byte, 4096)
 	if err := call("default region path", func() C.int {

@@ -218,7 +218,7 @@ func TestAcquireContext(t *testing.T) { /* I6 */
 		t.Fatalf("wait with a deadline: %v after %v", err, took)
 	}
 
-	// A waiter is woken by the release (not by its slice ending).
+	// A waiter is woken by the release.
 	got := make(chan *Lease, 1)
 	go func() {
 		l, err := r.Acquire(context.Background(), "k", time.Second)

@@ -105,6 +105,17 @@ type ClientInfo struct {
 	ClientID uint64
 }
 
+// UnregisteredInfo describes a process that opened the region while it
+// could not register with the supervisor (fl_unregistered_info): its locks
+// outlive its death until their leases end.
+type UnregisteredInfo struct {
+	PID       uint32        // in the client's pid namespace
+	UID       uint32        // its real uid
+	Reason    syscall.Errno // why it is not registered: ECONNREFUSED or ENOENT (no supervisor listening), EACCES (the socket refused it), ...
+	StartTime uint64        // the process's start, jiffies since boot (/proc/PID/stat)
+	Opened    time.Time     // when it opened the region (wall clock, display only)
+}
+
 func unixTime(ns C.uint64_t) time.Time {
 	if ns == 0 {
 		return time.Time{}
@@ -202,8 +213,29 @@ func (r *Region) Clients() ([]ClientInfo, error) {
 	return out, err
 }
 
+// Unregistered describes the processes that opened the region
+// unregistered and still run with it open: the latest UnregisteredMax such
+// opens, in table order (display only: any client of the region writes the
+// table).  A Region that Open could not register is among them (see
+// Registered) until it is closed.
+func (r *Region) Unregistered() ([]UnregisteredInfo, error) {
+	var out []UnregisteredInfo
+	err := r.each("unregistered", 0, func(c *C.fl_region, idx uint32) *Error {
+		var i C.fl_unregistered_info
+		e := call("unregistered", func() C.int { return C.fl_unregistered_info_get(c, C.uint32_t(idx), &i) })
+		if e == nil {
+			out = append(out, UnregisteredInfo{PID: uint32(i.pid), UID: uint32(i.uid),
+				Reason: syscall.Errno(-i.reason), StartTime: uint64(i.start_time),
+				Opened: unixTime(i.opened_unix_ns)})
+		}
+		return e
+	})
+	return out, err
+}
+
 // each calls get for index first, first+1, ... until ERANGE, skipping
-// ENOENT (a slot without a published key, an empty client entry).
+// ENOENT (a slot without a published key, an empty client or
+// unregistered-client entry).
 func (r *Region) each(op string, first uint32, get func(*C.fl_region, uint32) *Error) error {
 	c, err := r.handle(op)
 	if err != nil {

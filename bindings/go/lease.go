@@ -35,70 +35,141 @@ type Lease struct {
 	ka     *keepalive    // running keepalive, under mu
 }
 
-// acquireSlice bounds one C wait so that a cancelled context ends Acquire
-// promptly, and a Close is not held up by a wait (Acquire then returns
-// ErrClosed).  TODO(C cancellation API): when libfencelock can cancel a wait,
-// replace the slices with one fl_acquire that ctx.Done() cancels.  Until
-// then each slice that times out counts in the key's timeout counter
-// (LockInfo.Timeouts), and a waiting goroutine occupies an OS thread.
-const acquireSlice = 50 * time.Millisecond
-
-// Acquire takes the lock of key with a lease of the given length and waits
-// while the key is held, until ctx is done: a deadline of ctx is the
-// timeout, and a cancelled ctx ends the wait within about 50 ms.  With a ctx
-// that is never done (context.Background()) it waits without limit (or
-// until the Region is closed: ErrClosed).  A ctx
-// already done makes one try.  When it ends without the lock the error
-// matches ErrBusy (and ctx.Err() if ctx ended it; its Errno is ETIMEDOUT,
-// or EBUSY for a single try).  The lease starts with the acquisition.
+// Acquire takes the lock of key with a lease of the given length, waiting
+// while the key is held until ctx is done: a deadline of ctx is the
+// timeout, and cancelling ctx ends the wait at once (the C library's
+// fl_acquire_cancelable, woken by fl_cancel_trigger).  With a ctx that is
+// never done (context.Background()) it waits without limit, or until the
+// Region is closed (ErrClosed).  A ctx already done makes one try.  When
+// it ends without the lock the error matches ErrBusy, and ctx.Err() if ctx
+// ended it; its Errno is ETIMEDOUT or ECANCELED (whichever of the C
+// timeout and the cancellation came first), or EBUSY for a single try.
+// The lease starts with the acquisition.
+//
+// A wait is one cgo call, so a waiting goroutine holds an OS thread for as
+// long as it waits (the runtime starts other threads for the other
+// goroutines; a thousand waiters are a thousand threads).  A ctx that can
+// be done adds a goroutine per wait, which triggers the cancellation.
 func (r *Region) Acquire(ctx context.Context, key string, lease time.Duration) (*Lease, error) {
 	k, cerr := cString("acquire", "key", key)
 	if cerr != nil {
 		return nil, cerr
 	}
 	l := &Lease{Key: key, r: r, length: lease}
-	done := ctx.Done()
+	timeout := int64(C.FL_WAIT_FOREVER)
+	var ended error // what ended a wait that ends without the lock
 	deadline, hasDeadline := ctx.Deadline()
-	for {
-		// Sliced even when ctx can never be done, so that Close (which
-		// waits for the region's calls) is not held up by a wait.
-		timeout := int64(acquireSlice)
-		var ended error // set when this is the last attempt
-		if done != nil {
-			if err := ctx.Err(); err != nil {
-				timeout, ended = 0, err
-			} else if hasDeadline {
-				if left := time.Until(deadline); left <= 0 {
-					timeout, ended = 0, context.DeadlineExceeded
-				} else if left <= acquireSlice {
-					timeout, ended = int64(left), context.DeadlineExceeded
-				}
-			}
-		}
-		c, err := r.handle("acquire")
-		if err != nil {
-			return nil, err
-		}
-		e := acquireOnce(c, k, durationNs(lease), C.int64_t(timeout), &l.c)
-		r.mu.RUnlock()
-		if e == nil {
-			l.Token = uint64(l.c.token)
-			l.Deadline = monoToTime(uint64(l.c.deadline_ns))
-			l.ExpiredPrevious = l.c.flags&C.FL_LEASE_EXPIRED != 0
-			l.OwnerDiedPrevious = l.c.flags&C.FL_LEASE_OWNER_DIED != 0
-			return l, nil
-		}
-		if e.Errno != syscall.ETIMEDOUT && e.Errno != syscall.EBUSY {
-			return nil, e
-		}
-		if ended == nil {
-			ended = ctx.Err()
-		}
-		if ended != nil {
-			e.cause = ended
-			return nil, e
+	if err := ctx.Err(); err != nil {
+		timeout, ended = 0, err
+	} else if hasDeadline {
+		ended = context.DeadlineExceeded
+		if timeout = int64(time.Until(deadline)); timeout <= 0 {
+			timeout = 0
 		}
 	}
+	c, err := r.handle("acquire")
+	if err != nil {
+		return nil, err
+	}
+	defer r.mu.RUnlock()
+	var e *Error
+	if timeout == 0 {
+		e = acquireOnce(c, k, durationNs(lease), 0, nil, &l.c)
+	} else {
+		e = r.wait(ctx, c, k, durationNs(lease), C.int64_t(timeout), &l.c)
+	}
+	if e == nil {
+		l.Token = uint64(l.c.token)
+		l.Deadline = monoToTime(uint64(l.c.deadline_ns))
+		l.ExpiredPrevious = l.c.flags&C.FL_LEASE_EXPIRED != 0
+		l.OwnerDiedPrevious = l.c.flags&C.FL_LEASE_OWNER_DIED != 0
+		return l, nil
+	}
+	if e.kind == ErrBusy {
+		if err := ctx.Err(); err != nil {
+			ended = err
+		}
+		e.cause = ended
+	}
+	return nil, e
+}
+
+// wait makes one waiting fl_acquire_cancelable call with a cancel of r's
+// that Close triggers and, if ctx can be done, a goroutine triggers when it
+// is.  It returns ErrClosed for a wait that Close ended, and a cancelled
+// wait (ECANCELED) as ErrBusy for Acquire to add ctx.Err() to.
+func (r *Region) wait(ctx context.Context, c *C.fl_region, k []byte, leaseNs C.uint64_t,
+	timeout C.int64_t, out *C.fl_lease) *Error {
+	w, e := r.takeCancel()
+	if e != nil {
+		return e
+	}
+	var finished, watched chan struct{}
+	if done := ctx.Done(); done != nil {
+		finished, watched = make(chan struct{}), make(chan struct{})
+		go watchCtx(w, done, finished, watched)
+	}
+	e = acquireOnce(c, k, leaseNs, timeout, w, out)
+	if finished != nil {
+		close(finished)
+		<-watched // no trigger runs after this: w may be reused or freed
+	}
+	closing := r.putCancel(w, finished != nil)
+	if e != nil && e.Errno == syscall.ECANCELED {
+		if ctx.Err() == nil && closing {
+			return closedError("acquire")
+		}
+		e.kind = ErrBusy
+	}
+	return e
+}
+
+// watchCtx triggers w when done is closed before finished, then closes
+// watched.  (A function, not a closure: w stays off the heap.)
+func watchCtx(w *C.fl_cancel, done <-chan struct{}, finished, watched chan struct{}) {
+	defer close(watched)
+	select {
+	case <-done:
+		C.fl_cancel_trigger(w)
+	case <-finished:
+	}
+}
+
+// takeCancel gives an untriggered fl_cancel for one wait, or ErrClosed
+// once Close has begun (Close triggers only the cancels it finds).
+func (r *Region) takeCancel() (*C.fl_cancel, *Error) {
+	r.cancelMu.Lock()
+	defer r.cancelMu.Unlock()
+	if r.closing {
+		return nil, closedError("acquire")
+	}
+	if n := len(r.idle); n > 0 {
+		w := r.idle[n-1]
+		r.idle = r.idle[:n-1]
+		return w, nil
+	}
+	var w *C.fl_cancel
+	if e := call("acquire", func() C.int { return C.fl_cancel_new(&w) }); e != nil {
+		return nil, e
+	}
+	r.cancels = append(r.cancels, w)
+	return w, nil
+}
+
+// putCancel gives w back for the next wait, reset if a ctx goroutine
+// (watched: there was one, and it has ended) triggered it, and reports
+// whether Close has begun: then Close may have triggered w, and frees it.
+func (r *Region) putCancel(w *C.fl_cancel, watched bool) (closing bool) {
+	r.cancelMu.Lock()
+	defer r.cancelMu.Unlock()
+	if r.closing {
+		return true
+	}
+	if watched && C.fl_cancel_is_triggered(w) != 0 {
+		C.fl_cancel_reset(w)
+	}
+	r.idle = append(r.idle, w)
+	return false
 }
 
 // Renew extends the lease to now + length and updates Deadline.  A lease
@@ -152,31 +223,43 @@ func (l *Lease) Check() bool {
 	return C.fl_check(c, &l.c) == 0
 }
 
-// acquireOnce makes one fl_acquire call.  The C library answers a wait with
-// EDEADLK when the calling OS thread made the key's current acquisition
-// through this handle: a C thread that would wait for itself.  Goroutines
-// are not OS threads: the goroutine that holds the key may have acquired it
-// on the thread this one runs on now.  So on EDEADLK the call is made again
-// from another goroutine while this one keeps its thread locked, which puts
-// the second call on another thread: the wait then waits, as a goroutine
-// waiting for another goroutine should (Go has no deadlock detection here;
-// a goroutine that waits for a key it holds itself waits until ctx is done
-// or its own lease ends).
-func acquireOnce(c *C.fl_region, k []byte, leaseNs C.uint64_t, timeout C.int64_t, out *C.fl_lease) *Error {
+// acquireOnce makes one fl_acquire call, or fl_acquire_cancelable when w
+// is not nil.  The C library answers a wait with EDEADLK when the calling
+// OS thread made the key's current acquisition through this handle: a C
+// thread that would wait for itself.  Goroutines are not OS threads: the
+// goroutine that holds the key may have acquired it on the thread this one
+// runs on now.  So on EDEADLK the call is made again from another goroutine
+// while this one keeps its thread locked, which puts the second call on
+// another thread: the wait then waits, as a goroutine waiting for another
+// goroutine should (Go has no deadlock detection here; a goroutine that
+// waits for a key it holds itself waits until ctx is done, the Region is
+// closed, or its own lease ends).
+func acquireOnce(c *C.fl_region, k []byte, leaseNs C.uint64_t, timeout C.int64_t, w *C.fl_cancel,
+	out *C.fl_lease) *Error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	rc := C.fl_acquire(c, cptr(k), leaseNs, timeout, out)
+	rc := cAcquire(c, k, leaseNs, timeout, w, out)
 	if rc == -C.EDEADLK {
+		// The retry itself meets EDEADLK if meanwhile the key changed
+		// hands to a goroutine that ran on the retry's thread; it then
+		// retries again, on yet another thread (each level keeps its own
+		// locked), so EDEADLK never reaches the caller.
 		result := make(chan *Error, 1)
-		go func() {
-			result <- call("acquire", func() C.int {
-				return C.fl_acquire(c, cptr(k), leaseNs, timeout, out)
-			})
-		}()
+		go func() { result <- acquireOnce(c, k, leaseNs, timeout, w, out) }()
 		return <-result
 	}
 	if rc >= 0 {
 		return nil
 	}
 	return newError("acquire", syscall.Errno(-rc), C.GoString(C.fl_last_error()))
+}
+
+// cAcquire is a plain function, not a closure, so that the uncontended
+// path allocates nothing for it.
+func cAcquire(c *C.fl_region, k []byte, leaseNs C.uint64_t, timeout C.int64_t, w *C.fl_cancel,
+	out *C.fl_lease) C.int {
+	if w == nil {
+		return C.fl_acquire(c, cptr(k), leaseNs, timeout, out)
+	}
+	return C.fl_acquire_cancelable(c, cptr(k), leaseNs, timeout, w, out)
 }

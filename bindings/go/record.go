@@ -58,6 +58,50 @@ func (r *Region) CommitU64(l *Lease, record string, value uint64, strict bool) (
 	return uint64(acc), stale(e, l, record, uint64(acc))
 }
 
+// CommitToken is Commit for a holder that has the key and the token but
+// not the Lease: a program run by `fencelock run`, which finds them in
+// $FENCELOCK_KEY and $FENCELOCK_TOKEN, or one handed them by another
+// process (fl_commit_token()).  token must be one that key issued (0 <
+// token <= the key's newest token); then the commit is Commit's: it takes
+// effect if and only if token >= the greatest token the record accepted (>
+// with strict), and a new record is bound to key.  Like Commit, it proves
+// nothing about current ownership, only which acquisition the token came
+// from: a newer holder's first commit shuts it out.
+//
+// Errors as Commit: a *StaleError (ErrStale, ErrOwnershipLost) carrying
+// the token the record had accepted; ErrScope if the record is bound to
+// another key; and ErrNotFound (an *Error with ENOENT) if key was never
+// acquired in this region, so it issued no token (nothing is created); an
+// *Error with EINVAL for token 0 or a token greater than any key issued.
+func (r *Region) CommitToken(key string, token uint64, record string, data []byte, strict bool) (accepted uint64, err error) {
+	k, cerr := cString("commit", "key", key)
+	if cerr != nil {
+		return 0, cerr
+	}
+	name, cerr := cString("commit", "record name", record)
+	if cerr != nil {
+		return 0, cerr
+	}
+	c, err := r.handle("commit")
+	if err != nil {
+		return 0, err
+	}
+	defer r.mu.RUnlock()
+	var p unsafe.Pointer
+	if len(data) > 0 {
+		p = unsafe.Pointer(&data[0])
+	}
+	var acc C.uint64_t
+	e := call("commit", func() C.int {
+		return C.fl_commit_token(c, cptr(k), C.uint64_t(token), cptr(name), p, C.size_t(len(data)),
+			commitFlags(strict), &acc)
+	})
+	if e != nil && e.Errno == syscall.ENOENT {
+		e.kind = ErrNotFound
+	}
+	return uint64(acc), staleError(e, key, token, record, uint64(acc))
+}
+
 func commitFlags(strict bool) C.unsigned {
 	if strict {
 		return C.FL_COMMIT_STRICT
