@@ -469,8 +469,12 @@ int ch_controller(struct ch_config *c)
     }
     stress_stop();
     EV("workers-gone n=%d", g.next_wid);
-    /* Every lease of a dead worker runs out within 2 * lease (the longest). */
-    ch_sleep_ns(4 * L + 200 * CH_MS);
+    /* Every lease of a dead worker runs out within 20 * lease: the long
+     * leases (one in twenty, worker.c) last up to that, and a worker that
+     * opened while the supervisor was down is never reaped, so its long
+     * lease held at its kill stays held until its deadline.  (The wait was
+     * 4 * lease, which such a lease could outlast: a rare false I4 report.) */
+    ch_sleep_ns(20 * L + 200 * CH_MS);
     if (!g.daemon && daemon_start() != 0)
         g.problems++;
     fflush(NULL);
