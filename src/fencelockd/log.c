@@ -4,6 +4,13 @@
  * default, appended to a file with --log (reopened on SIGHUP, for logrotate),
  * and copied to syslog/journald with --syslog.  Each line is built in memory
  * and written with one write(), so lines never interleave.
+ *
+ * The JSON is written with the small shared writer of src/common/json.c (the
+ * status tool's too), not a JSON library: a log line is a flat object of
+ * strings and integers, the supervisor should not need one more shared
+ * library to start, and the SIGBUS handler (sigbus.c) must pre-format its
+ * line without any.  jansson comes in with the etcd backend, which parses
+ * JSON; writing flat lines does not need it.
  */
 #include <fcntl.h>
 #include <stdio.h>
