@@ -19,43 +19,25 @@ import (
 // key; an *Error with EMSGSIZE, EINVAL, ENOSPC or EPROTO otherwise.  It
 // checks the token against the record, not the lease's deadline.
 func (r *Region) Commit(l *Lease, record string, data []byte, strict bool) (accepted uint64, err error) {
-	name, cerr := cString("commit", "record name", record)
-	if cerr != nil {
-		return 0, cerr
-	}
-	c, err := r.handle("commit")
+	e, acc, err := r.commitCall(record, func(c *C.fl_region, name *C.char, acc *C.uint64_t) C.int {
+		return C.fl_commit(c, &l.c, name, dataPtr(data), C.size_t(len(data)), commitFlags(strict), acc)
+	})
 	if err != nil {
 		return 0, err
 	}
-	defer r.mu.RUnlock()
-	var p unsafe.Pointer
-	if len(data) > 0 {
-		p = unsafe.Pointer(&data[0])
-	}
-	var acc C.uint64_t
-	e := call("commit", func() C.int {
-		return C.fl_commit(c, &l.c, cptr(name), p, C.size_t(len(data)), commitFlags(strict), &acc)
-	})
-	return uint64(acc), stale(e, l, record, uint64(acc))
+	return acc, stale(e, l, record, acc)
 }
 
 // CommitU64 commits one 64-bit value (8 bytes, little-endian): the
 // fenced-pointer pattern.  Errors as Commit.
 func (r *Region) CommitU64(l *Lease, record string, value uint64, strict bool) (accepted uint64, err error) {
-	name, cerr := cString("commit", "record name", record)
-	if cerr != nil {
-		return 0, cerr
-	}
-	c, err := r.handle("commit")
+	e, acc, err := r.commitCall(record, func(c *C.fl_region, name *C.char, acc *C.uint64_t) C.int {
+		return C.fl_commit_u64(c, &l.c, name, C.uint64_t(value), commitFlags(strict), acc)
+	})
 	if err != nil {
 		return 0, err
 	}
-	defer r.mu.RUnlock()
-	var acc C.uint64_t
-	e := call("commit", func() C.int {
-		return C.fl_commit_u64(c, &l.c, cptr(name), C.uint64_t(value), commitFlags(strict), &acc)
-	})
-	return uint64(acc), stale(e, l, record, uint64(acc))
+	return acc, stale(e, l, record, acc)
 }
 
 // CommitToken is Commit for a holder that has the key and the token but
@@ -78,28 +60,44 @@ func (r *Region) CommitToken(key string, token uint64, record string, data []byt
 	if cerr != nil {
 		return 0, cerr
 	}
-	name, cerr := cString("commit", "record name", record)
-	if cerr != nil {
-		return 0, cerr
-	}
-	c, err := r.handle("commit")
+	e, acc, err := r.commitCall(record, func(c *C.fl_region, name *C.char, acc *C.uint64_t) C.int {
+		return C.fl_commit_token(c, cptr(k), C.uint64_t(token), name, dataPtr(data),
+			C.size_t(len(data)), commitFlags(strict), acc)
+	})
 	if err != nil {
 		return 0, err
 	}
-	defer r.mu.RUnlock()
-	var p unsafe.Pointer
-	if len(data) > 0 {
-		p = unsafe.Pointer(&data[0])
-	}
-	var acc C.uint64_t
-	e := call("commit", func() C.int {
-		return C.fl_commit_token(c, cptr(k), C.uint64_t(token), cptr(name), p, C.size_t(len(data)),
-			commitFlags(strict), &acc)
-	})
 	if e != nil && e.Errno == syscall.ENOENT {
 		e.kind = ErrNotFound
 	}
-	return uint64(acc), staleError(e, key, token, record, uint64(acc))
+	return acc, staleError(e, key, token, record, acc)
+}
+
+// commitCall is what every commit shares: the record name for C, the
+// region's read lock (Close cannot unmap under the call), and the call on
+// one OS thread (call).  err is for an unusable name or a closed region; e
+// is the C call's error, for the caller to classify.
+func (r *Region) commitCall(record string, f func(c *C.fl_region, name *C.char, acc *C.uint64_t) C.int) (e *Error, accepted uint64, err error) {
+	name, cerr := cString("commit", "record name", record)
+	if cerr != nil {
+		return nil, 0, cerr
+	}
+	c, err := r.handle("commit")
+	if err != nil {
+		return nil, 0, err
+	}
+	defer r.mu.RUnlock()
+	var acc C.uint64_t
+	e = call("commit", func() C.int { return f(c, cptr(name), &acc) })
+	return e, uint64(acc), nil
+}
+
+// dataPtr is data's first byte for C, nil for an empty slice.
+func dataPtr(data []byte) unsafe.Pointer {
+	if len(data) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&data[0])
 }
 
 func commitFlags(strict bool) C.unsigned {
