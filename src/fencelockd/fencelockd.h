@@ -83,7 +83,7 @@ int epoch_advance(fl_region *r, const char *state_path, uint64_t next, uint64_t 
  * to do or done, -errno on a failed durable write. */
 int epoch_check_counters(fl_region *r, const char *state_path, char *err, size_t errcap);
 
-/* ---- events.c: what clients report through the event ring ---- */
+/* ---- event_log.c: what clients report through the event ring ---- */
 struct event_log;
 struct event_log *event_log_new(fl_region *r);
 void event_log_free(struct event_log *l);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * events.c - turning the clients' event ring into log lines: each fencing
+ * event_log.c - turning the clients' event ring into log lines: each fencing
  * rejection and each takeover of an expired lease, and a warning when a
  * client keeps resubmitting a token that was already rejected (a retry loop
  * that should have acquired again).

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * metrics.c - `fencelock metrics`: every counter of a region in the
+ * metrics_cmd.c - `fencelock metrics`: every counter of a region in the
  * Prometheus text exposition format, for node_exporter's textfile collector
  * (`fencelock metrics > DIR/fencelock.prom.tmp && mv ...`) or any scraper
  * that runs a command.  The writer is shared with fencelockd's
