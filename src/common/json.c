@@ -4,7 +4,7 @@
 
 #include <time.h>
 
-void fl_json_string(FILE *f, const char *s)
+void fl__json_string(FILE *f, const char *s)
 {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -24,7 +24,7 @@ void fl_json_string(FILE *f, const char *s)
     fputc('"', f);
 }
 
-void fl_json_time(FILE *f, uint64_t unix_ns)
+void fl__json_time(FILE *f, uint64_t unix_ns)
 {
     time_t sec = (time_t)(unix_ns / 1000000000ull);
     struct tm tm;
@@ -34,9 +34,9 @@ void fl_json_time(FILE *f, uint64_t unix_ns)
     fprintf(f, "\"%s.%06ldZ\"", buf, (long)(unix_ns % 1000000000ull / 1000));
 }
 
-void fl_json_now(FILE *f)
+void fl__json_now(FILE *f)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts); /* log timestamps only; never for leases */
-    fl_json_time(f, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
+    fl__json_time(f, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
 }

@@ -9,10 +9,10 @@
 #include <stdio.h>
 
 /* Write s as a JSON string literal, quotes included. */
-void fl_json_string(FILE *f, const char *s);
+void fl__json_string(FILE *f, const char *s);
 /* Write the current wall-clock time as an RFC 3339 UTC string literal. */
-void fl_json_now(FILE *f);
+void fl__json_now(FILE *f);
 /* The same for a given wall-clock time in nanoseconds since the epoch. */
-void fl_json_time(FILE *f, uint64_t unix_ns);
+void fl__json_time(FILE *f, uint64_t unix_ns);
 
 #endif

@@ -4,7 +4,7 @@
 
 #include <stdio.h>
 
-void fl_keytext(const char *s, char *out, size_t cap)
+void fl__keytext(const char *s, char *out, size_t cap)
 {
     if (cap == 0)
         return;

@@ -19,6 +19,6 @@
 
 /* Write s escaped into out (cap bytes, at least 1); a text too long for
  * cap is cut at a whole escape and still NUL-terminated. */
-void fl_keytext(const char *s, char *out, size_t cap);
+void fl__keytext(const char *s, char *out, size_t cap);
 
 #endif

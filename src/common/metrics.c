@@ -5,7 +5,7 @@
  * Every family has one HELP and one TYPE line, then its samples, and each
  * family's samples are together (the format requires it), so the walk over
  * keys and records is done once per family.  Keys are arbitrary bytes but
- * label values must be UTF-8: see fl_metrics_label.
+ * label values must be UTF-8: see fl__metrics_label.
  */
 #include "metrics.h"
 
@@ -32,7 +32,7 @@ static size_t utf8_len(const unsigned char *p)
     return n;
 }
 
-void fl_metrics_label(FILE *f, const char *s)
+void fl__metrics_label(FILE *f, const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
     while (*p) {
@@ -135,7 +135,7 @@ static uint64_t record_value(const fl_record_info *c, enum record_field k)
     return 0;
 }
 
-int fl_metrics_write(FILE *f, fl_region *r)
+int fl__metrics_write(FILE *f, fl_region *r)
 {
     struct snapshot s;
     memset(&s, 0, sizeof s);
@@ -187,7 +187,7 @@ int fl_metrics_write(FILE *f, fl_region *r)
         family(f, lockf[i].name, lockf[i].type, lockf[i].help);
         for (size_t k = 0; k < s.nlocks; k++) {
             fprintf(f, "fencelock_%s{key=\"", lockf[i].name);
-            fl_metrics_label(f, s.locks[k].key);
+            fl__metrics_label(f, s.locks[k].key);
             fprintf(f, "\"} %" PRIu64 "\n", lock_value(&s.locks[k], lockf[i].k));
         }
     }
@@ -207,9 +207,9 @@ int fl_metrics_write(FILE *f, fl_region *r)
         family(f, recf[i].name, recf[i].type, recf[i].help);
         for (size_t k = 0; k < s.nrecords; k++) {
             fprintf(f, "fencelock_%s{record=\"", recf[i].name);
-            fl_metrics_label(f, s.records[k].name);
+            fl__metrics_label(f, s.records[k].name);
             fputs("\",key=\"", f);
-            fl_metrics_label(f, s.records[k].bound_key);
+            fl__metrics_label(f, s.records[k].bound_key);
             fprintf(f, "\"} %" PRIu64 "\n", record_value(&s.records[k], recf[i].k));
         }
     }

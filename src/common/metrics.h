@@ -12,11 +12,11 @@
 
 /* Write the metrics of r to f.  Returns 0, or a negative errno from the
  * inspection API (the output is then incomplete). */
-int fl_metrics_write(FILE *f, fl_region *r);
+int fl__metrics_write(FILE *f, fl_region *r);
 
 /* Write s as the inside of a Prometheus label value: backslash, double quote
  * and newline escaped; other control bytes and bytes that are not valid
  * UTF-8 shown as the text \xNN (with its backslash escaped). */
-void fl_metrics_label(FILE *f, const char *s);
+void fl__metrics_label(FILE *f, const char *s);
 
 #endif

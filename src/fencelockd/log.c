@@ -68,19 +68,19 @@ void log_begin_at(const char *level, const char *event, uint64_t unix_ns)
                                                                                 : LOG_INFO;
     fputs("{\"ts\":", line);
     if (unix_ns)
-        fl_json_time(line, unix_ns);
+        fl__json_time(line, unix_ns);
     else
-        fl_json_now(line);
+        fl__json_now(line);
     fputs(",\"level\":", line);
-    fl_json_string(line, level);
+    fl__json_string(line, level);
     fputs(",\"event\":", line);
-    fl_json_string(line, event);
+    fl__json_string(line, event);
 }
 
 void log_str(const char *name, const char *value)
 {
     fprintf(line, ",\"%s\":", name);
-    fl_json_string(line, value ? value : "");
+    fl__json_string(line, value ? value : "");
 }
 
 void log_u64(const char *name, uint64_t value)

@@ -18,7 +18,7 @@ int metrics_file_write(fl_region *r, const char *path)
     FILE *f = fopen(tmp, "we");
     if (!f)
         return fl__neg_errno();
-    int err = fl_metrics_write(f, r);
+    int err = fl__metrics_write(f, r);
     if (fclose(f) != 0 && !err)
         err = fl__neg_errno();
     if (!err && rename(tmp, path) != 0)

@@ -168,7 +168,7 @@ static char *make_head(const fl_region *r, size_t *len)
     if (!f)
         return NULL;
     fputs(",\"level\":\"error\",\"event\":\"region_truncated\",\"region\":", f);
-    fl_json_string(f, r->path);
+    fl__json_string(f, r->path);
     fprintf(f, ",\"mapped_size\":%llu,\"file_size\":", (unsigned long long)r->size);
     return memstream_done(f, &buf);
 }
@@ -181,7 +181,7 @@ static char *make_tail(size_t *len)
     if (!f)
         return NULL;
     fputs(",\"message\":", f);
-    fl_json_string(f, message);
+    fl__json_string(f, message);
     fputs("}\n", f);
     return memstream_done(f, &buf);
 }

@@ -10,7 +10,7 @@
  *     if (sigsetjmp(cli_bus_env, 1) != 0)
  *         return cli_region_truncated(path);   (says so; CLI_EXIT_REGION)
  *     cli_bus_arm();
- *     ... fl_*_info_get(), fl_metrics_write() ...
+ *     ... fl_*_info_get(), fl__metrics_write() ...
  *     cli_bus_disarm();
  *
  * A SIGBUS while armed jumps back to the sigsetjmp (which must be in a

@@ -139,7 +139,7 @@ static int print_metrics(const char *region, const char *shown)
         return err == -ENOMEM || err == -EMFILE || err == -ENFILE ? CLI_EXIT_RUNTIME
                                                                    : CLI_EXIT_REGION;
     }
-    err = fl_metrics_write(stdout, r);
+    err = fl__metrics_write(stdout, r);
     cli_bus_disarm();
     fl_close(r);
     if (err) {

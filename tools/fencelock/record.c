@@ -221,7 +221,7 @@ static int parse_token(const char *text, const char *from, uint64_t *out)
     }
     if (p == text || *p || over || v == 0) {
         char shown[FL_KEYTEXT_MAX];
-        fl_keytext(text, shown, sizeof shown);
+        fl__keytext(text, shown, sizeof shown);
         return usage_error("commit", "%s '%s' is not a token (a decimal number from 1 to %" PRIu64
                            ")",
                            from, shown, FL_TOKEN_MAX);
@@ -333,8 +333,8 @@ int commit_main(int argc, char **argv)
         return rc;
     }
     char key_text[FL_KEYTEXT_MAX], rec_text[FL_KEYTEXT_MAX];
-    fl_keytext(key, key_text, sizeof key_text);
-    fl_keytext(record, rec_text, sizeof rec_text);
+    fl__keytext(key, key_text, sizeof key_text);
+    fl__keytext(record, rec_text, sizeof rec_text);
     uint64_t accepted = 0;
     err = fl_commit_token(r, key, token, record, buf, len, flags, &accepted);
     free(buf);
@@ -457,7 +457,7 @@ int read_main(int argc, char **argv)
     if ((rc = open_region("read", region, true, &r)) >= 0)
         return rc;
     char rec_text[FL_KEYTEXT_MAX];
-    fl_keytext(record, rec_text, sizeof rec_text);
+    fl__keytext(record, rec_text, sizeof rec_text);
     fl_region_info ri;
     int err = fl_region_info_get(r, &ri);
     size_t cap = err ? 0 : ri.record_size;
@@ -498,9 +498,9 @@ int read_main(int argc, char **argv)
         char key[FL_KEY_MAX + 1];
         bound_key(r, record, key, sizeof key);
         fputs("{\"record\":", stdout);
-        fl_json_string(stdout, record);
+        fl__json_string(stdout, record);
         fputs(",\"key\":", stdout);
-        fl_json_string(stdout, key);
+        fl__json_string(stdout, key);
         printf(",\"fence\":%" PRIu64 ",\"data_base64\":\"", fence);
         base64(stdout, buf, len);
         fputs("\"}\n", stdout);

@@ -236,7 +236,7 @@ static int unknown_option(char **argv, const struct option *longopts)
 }
 
 /* text as every message shows a key (src/common/keytext.h). */
-static void escape(const char *text, char *buf, size_t cap) { fl_keytext(text, buf, cap); }
+static void escape(const char *text, char *buf, size_t cap) { fl__keytext(text, buf, cap); }
 
 /* A KEY on the command line is what the library takes: 1..FL_KEY_MAX bytes,
  * any but NUL (which an argument cannot hold).  Messages show it escaped. */

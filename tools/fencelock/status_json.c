@@ -35,7 +35,7 @@ static void j_key(struct jobject *j, const char *key)
     if (!j->first)
         fputs(", ", j->f);
     j->first = false;
-    fl_json_string(j->f, key);
+    fl__json_string(j->f, key);
     fputs(": ", j->f);
 }
 
@@ -62,7 +62,7 @@ static void j_str(struct jobject *j, const char *key, const char *v)
 {
     j_key(j, key);
     if (v)
-        fl_json_string(j->f, v);
+        fl__json_string(j->f, v);
     else
         fputs("null", j->f);
 }
@@ -157,7 +157,7 @@ static void json_skipped(FILE *f, const struct skipped *k)
 void json_array(FILE *f, const struct status_table *t, const void *rows, size_t n, bool last)
 {
     fputs("  ", f);
-    fl_json_string(f, t->name);
+    fl__json_string(f, t->name);
     fputs(": [", f);
     for (size_t i = 0; i < n; i++) {
         fputs(i ? ",\n    " : "\n    ", f);
@@ -170,7 +170,7 @@ void json_array(FILE *f, const struct status_table *t, const void *rows, size_t 
 void print_json(FILE *f, const struct snapshot *s)
 {
     fputs("{\n  \"time\": ", f);
-    fl_json_now(f);
+    fl__json_now(f);
     fputs(",\n  \"region\": ", f);
     json_region(f, s);
     fputs(",\n", f);

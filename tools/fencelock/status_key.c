@@ -90,7 +90,7 @@ static void print_key_detail(FILE *f, const struct snapshot *s, const fl_lock_in
 static void print_key_json(FILE *f, const struct snapshot *s, const fl_lock_info *l)
 {
     fputs("{\n  \"time\": ", f);
-    fl_json_now(f);
+    fl__json_now(f);
     fputs(",\n  \"region\": ", f);
     json_region(f, s);
     fputs(",\n  \"lock\": ", f);

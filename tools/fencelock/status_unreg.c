@@ -71,11 +71,11 @@ void unreg_print_json(FILE *f, const struct unreg_list *u)
         const fl_unregistered_info *e = &u->items[i];
         fprintf(f, "%s\n    {\"pid\": %u, \"uid\": %u, \"opened\": ", i ? "," : "", e->pid,
                 e->uid);
-        fl_json_time(f, e->opened_unix_ns);
+        fl__json_time(f, e->opened_unix_ns);
         fputs(", \"reason\": ", f);
-        fl_json_string(f, fl_err_name(e->reason));
+        fl__json_string(f, fl_err_name(e->reason));
         fputs(", \"reason_text\": ", f);
-        fl_json_string(f, unreg_reason_text(e->reason));
+        fl__json_string(f, unreg_reason_text(e->reason));
         fputc('}', f);
     }
     fputs(u->n ? "\n  ],\n" : "],\n", f);
