@@ -181,14 +181,21 @@ void fl__region_unmap(fl_region *r);
 int fl__region_resolve_path(const char *path, char *buf, size_t cap);
 /* The parameters a mapped region was created with. */
 void fl__region_params(const fl_region *r, struct fl__params *p);
+/* hash.c: FNV-1a 64 of n bytes. */
 uint64_t fl__checksum(const void *p, size_t n);
+/* ---- ready.c ---- */
 /* Ready the region for the boot with tag boot_tag (fl__boot_tag), or with 0
- * make it not ready: fl_open admits clients only to a ready region (region.c,
+ * make it not ready: fl_open admits clients only to a ready region (ready.c,
  * READINESS).  Supervisor only. */
 void fl__region_set_ready(fl_region *r, uint64_t boot_tag);
-/* Take the supervisor's lock on the region (region.c, WHO SERVES THE
+/* Take the supervisor's lock on the region (ready.c, WHO SERVES THE
  * REGION): 0, -EBUSY when another process holds it, or -errno. */
 int fl__region_lock_serve(fl_region *r);
+/* Whether a supervisor holds that lock now (tests it, takes nothing). */
+bool fl__region_served(const fl_region *r);
+/* fl_open's wait for a region readied in this boot (ready.c, READINESS):
+ * 0, -EAGAIN or -EIO with the reason. */
+int fl__await_ready(fl_region *r);
 /* Tests without a supervisor: create a region and ready it for this boot, as
  * if a supervisor had started (its floor stays 1: no durable epoch). */
 int fl__test_region_create_ready(const char *path, const struct fl__params *p);

@@ -78,7 +78,11 @@ func TestErrors(t *testing.T) { /* I2 I8 I9 */
 	ctx, cancel2 := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel2()
 	_, err = other.Acquire(ctx, "held", time.Second)
-	if !errors.Is(err, ErrBusy) || !errors.Is(err, syscall.ETIMEDOUT) || !errors.Is(err, context.DeadlineExceeded) {
+	// The C timeout and the ctx's cancel race to end the wait: the errno is
+	// ETIMEDOUT or ECANCELED, whichever came first (documented); what is
+	// promised is ErrBusy and the ctx's error.
+	if !errors.Is(err, ErrBusy) || !errors.Is(err, context.DeadlineExceeded) ||
+		!(errors.Is(err, syscall.ETIMEDOUT) || errors.Is(err, syscall.ECANCELED)) {
 		t.Fatalf("timed wait on a held key: %v", err)
 	}
 
