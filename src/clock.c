@@ -27,12 +27,12 @@ uint64_t fl__monotonic_ns(void *ctx)
     (void)ctx;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts); /* cannot fail for this clock id */
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return (uint64_t)ts.tv_sec * FL__NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
-int fl__read_boot_id(char buf[40])
+int fl__read_boot_id(char buf[FL__BOOT_ID_SIZE])
 {
-    memset(buf, 0, 40);
+    memset(buf, 0, FL__BOOT_ID_SIZE);
     /* Tests simulate a reboot by pointing this at a file of their own. */
     const char *path = getenv("FENCELOCK_TEST_BOOT_ID_FILE");
     if (!path || !*path)
@@ -40,7 +40,7 @@ int fl__read_boot_id(char buf[40])
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return fl__neg_errno();
-    ssize_t n = read(fd, buf, 39);
+    ssize_t n = read(fd, buf, FL__BOOT_ID_SIZE - 1);
     int err = n < 0 ? fl__neg_errno() : 0;
     close(fd);
     if (err)
@@ -50,9 +50,9 @@ int fl__read_boot_id(char buf[40])
     return n > 0 ? 0 : -EIO;
 }
 
-uint64_t fl__boot_tag(const char boot_id[40])
+uint64_t fl__boot_tag(const char boot_id[FL__BOOT_ID_SIZE])
 {
-    size_t n = strnlen(boot_id, 40);
+    size_t n = strnlen(boot_id, FL__BOOT_ID_SIZE);
     uint64_t tag = fl__checksum(boot_id, n);
     return tag ? tag : 1; /* 0 means "not ready" in the region header */
 }

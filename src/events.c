@@ -129,7 +129,7 @@ uint32_t fl__events_drain(fl_region *r, struct fl__event_reader *rd, fl__event_f
                 rd->stuck_since = now;
                 break;
             }
-            if (now - rd->stuck_since < 1000000000ull)
+            if (now - rd->stuck_since < FL__NS_PER_S)
                 break;
             uint64_t want = 2 * round;
             if (atomic_compare_exchange_strong_explicit(&e->seq, &want, 2 * round + 2,

@@ -49,7 +49,7 @@ int fl_region_info_get(fl_region *r, fl_region_info *info)
     memcpy(info->boot_id, r->hdr->boot_id, sizeof info->boot_id);
     info->boot_id[sizeof info->boot_id - 1] = '\0';
     info->same_boot = fl__same_boot(r) ? 1 : 0;
-    char boot[40];
+    char boot[FL__BOOT_ID_SIZE];
     /* acquire: as in fl__await_ready */
     info->ready = fl__read_boot_id(boot) == 0 &&
                   atomic_load_explicit(&r->hdr->ready_boot, memory_order_acquire) ==

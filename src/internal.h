@@ -17,6 +17,17 @@
 #include "fencelock.h"
 #include "format.h"
 
+/* Sizes the code would otherwise repeat as bare numbers. */
+#define FL__NS_PER_S 1000000000ull
+/* A path (a region, its socket, a state file): Linux's PATH_MAX. */
+#define FL__PATH_SIZE 4096
+/* A path plus a suffix (".sock", ".new.PID", ".tmp.PID"). */
+#define FL__PATH_PLUS_SIZE (FL__PATH_SIZE + 104)
+/* A message that quotes a path and says why. */
+#define FL__PATH_MSG_SIZE (FL__PATH_SIZE + 304)
+/* A boot id: 36 characters and NUL, padded (format.h: header boot_id). */
+#define FL__BOOT_ID_SIZE 40
+
 /* Monotonic time in nanoseconds.  All lease arithmetic goes through the
  * handle's clock so tests can substitute a controllable one; the library
  * never reads the wall clock for leases (I11). */
@@ -42,7 +53,7 @@ struct fl_region {
      * when this handle was opened. */
     _Atomic uint64_t *incarnation_word;
     uint64_t incarnation;
-    char path[4096];
+    char path[FL__PATH_SIZE];
 
     /* Cached views of the validated header (never re-read from shared memory). */
     struct fl__header *hdr;
@@ -119,10 +130,10 @@ void fl__set_error_static(const char *msg);
 /* ---- clock.c ---- */
 uint64_t fl__monotonic_ns(void *ctx);
 static inline uint64_t fl__now(const fl_region *r) { return r->clock(r->clock_ctx); }
-/* Read this boot's id (36 characters and NUL) into buf[40]; 0 or -errno. */
-int fl__read_boot_id(char buf[40]);
+/* Read this boot's id (36 characters and NUL) into buf[FL__BOOT_ID_SIZE]; 0 or -errno. */
+int fl__read_boot_id(char buf[FL__BOOT_ID_SIZE]);
 /* A nonzero 64-bit tag of a boot id (what the region's ready_boot holds). */
-uint64_t fl__boot_tag(const char boot_id[40]);
+uint64_t fl__boot_tag(const char boot_id[FL__BOOT_ID_SIZE]);
 /* This process's CLOCK_MONOTONIC offset from the host's, in ns (0 outside a
  * time namespace, or on a kernel without them).  0 or -errno (fail closed:
  * an offset that cannot be known refuses the open). */

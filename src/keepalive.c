@@ -93,7 +93,7 @@ static void *fl__keeper_main(void *arg)
     while (!kp->stop) {
         uint64_t seen = kp->generation;
         pthread_mutex_unlock(&kp->lock);
-        uint64_t now = fl__now(r), next = now + 1000000000ull; /* idle: look again in 1 s */
+        uint64_t now = fl__now(r), next = now + FL__NS_PER_S; /* idle: look again in 1 s */
         urcu_memb_read_lock();
         struct fl_keepalive *k;
         cds_list_for_each_entry_rcu(k, &kp->leases, node) {
@@ -120,8 +120,8 @@ static void *fl__keeper_main(void *arg)
         pthread_mutex_lock(&kp->lock);
         if (kp->stop || kp->generation != seen)
             continue; /* a lease was added while we walked: walk again */
-        struct timespec ts = {.tv_sec = (time_t)(next / 1000000000ull),
-                              .tv_nsec = (long)(next % 1000000000ull)};
+        struct timespec ts = {.tv_sec = (time_t)(next / FL__NS_PER_S),
+                              .tv_nsec = (long)(next % FL__NS_PER_S)};
         /* The condvar runs on CLOCK_MONOTONIC (see fl__keeper_get), the
          * clock of lease deadlines. */
         pthread_cond_timedwait(&kp->wake, &kp->lock, &ts);

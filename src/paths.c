@@ -92,7 +92,7 @@ int fl__region_dir(const char *region_path, char *buf, size_t cap)
 
 int fl__check_region_dir(const char *region_path, bool named, uid_t *owner)
 {
-    char dir[4096];
+    char dir[FL__PATH_SIZE];
     int err = fl__region_dir(region_path, dir, sizeof dir);
     if (err)
         return err;

@@ -61,7 +61,7 @@ bool fl__region_served(const fl_region *r)
 /* How long fl_open waits for a supervisor that is starting to ready the
  * region (make its epoch durable, raise the floor, vouch for the records):
  * milliseconds normally; a state file on a slow disk may take longer. */
-#define FL__READY_WAIT_NS (5ull * 1000000000ull)
+#define FL__READY_WAIT_NS (5ull * FL__NS_PER_S)
 
 /*
  * READINESS (I1).  A client may take tokens only from a floor that is the
@@ -84,7 +84,7 @@ bool fl__region_served(const fl_region *r)
  */
 int fl__await_ready(fl_region *r)
 {
-    char boot[40];
+    char boot[FL__BOOT_ID_SIZE];
     int err = fl__read_boot_id(boot);
     if (err)
         return fl__fail(-EIO,
@@ -147,7 +147,7 @@ int fl__test_region_create_ready(const char *path, const struct fl__params *p)
         return err;
     if (!r)
         __builtin_unreachable(); /* set when err is 0 (for the analyzer) */
-    char boot[40];
+    char boot[FL__BOOT_ID_SIZE];
     err = fl__read_boot_id(boot);
     if (!err)
         fl__region_set_ready(r, fl__boot_tag(boot));

@@ -112,7 +112,7 @@ int fl__region_create_shared(const char *path, const struct fl__params *p, gid_t
         return err;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts); /* display only, never for leases */
-    h.created_unix_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    h.created_unix_ns = (uint64_t)ts.tv_sec * FL__NS_PER_S + (uint64_t)ts.tv_nsec;
     h.checksum = fl__checksum(&h, FL__CHECKSUMMED_BYTES);
     atomic_init(&h.token_floor, 1);
     atomic_init(&h.next_client_id, 1);
@@ -120,7 +120,7 @@ int fl__region_create_shared(const char *path, const struct fl__params *p, gid_t
     if (err)
         return fl__fail(err, "cannot read the boot id: %s", strerror(-err));
 
-    char tmp[4200];
+    char tmp[FL__PATH_PLUS_SIZE];
     if (snprintf(tmp, sizeof tmp, "%s.new.%d", path, (int)getpid()) >= (int)sizeof tmp)
         return fl__fail(-ENAMETOOLONG, "region path too long: %s", path);
     int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -366,7 +366,7 @@ void fl__region_set_clock(fl_region *r, fl__clock_fn fn, void *ctx)
 
 bool fl__same_boot(const fl_region *r)
 {
-    char now[40], had[40];
+    char now[FL__BOOT_ID_SIZE], had[FL__BOOT_ID_SIZE];
     if (fl__read_boot_id(now) != 0)
         return false; /* cannot tell: fail closed, the leases are not vouched for (I11) */
     memcpy(had, r->hdr->boot_id, sizeof had);

@@ -23,7 +23,7 @@ int fl_open(const char *region_path, fl_region **out)
 {
     if (!out)
         return fl__fail(-EINVAL, "fl_open: out is NULL");
-    char path[4096];
+    char path[FL__PATH_SIZE];
     int err = fl__region_resolve_path(region_path, path, sizeof path);
     if (err)
         return err;
@@ -64,7 +64,7 @@ int fl_open_readonly(const char *region_path, fl_region **out)
 {
     if (!out)
         return fl__fail(-EINVAL, "fl_open_readonly: out is NULL");
-    char path[4096];
+    char path[FL__PATH_SIZE];
     int err = fl__region_resolve_path(region_path, path, sizeof path);
     if (err)
         return err;

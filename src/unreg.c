@@ -48,7 +48,7 @@ void fl__unreg_note(fl_region *r, int err)
     atomic_store_explicit(&e->start_time, fl__process_start_time((pid_t)r->pid),
                           memory_order_relaxed);
     atomic_store_explicit(&e->time_unix_ns,
-                          (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec,
+                          (uint64_t)ts.tv_sec * FL__NS_PER_S + (uint64_t)ts.tv_nsec,
                           memory_order_relaxed);
     /* release: the fields above are visible to a reader that sees seq */
     atomic_store_explicit(&e->seq, seq, memory_order_release);

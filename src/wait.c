@@ -26,8 +26,8 @@ int fl__futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_
 {
     struct timespec ts, *tsp = NULL;
     if (deadline_ns) {
-        ts.tv_sec = (time_t)(deadline_ns / 1000000000ull);
-        ts.tv_nsec = (long)(deadline_ns % 1000000000ull);
+        ts.tv_sec = (time_t)(deadline_ns / FL__NS_PER_S);
+        ts.tv_nsec = (long)(deadline_ns % FL__NS_PER_S);
         tsp = &ts;
     }
     /* A timed sleep ends at a holder's deadline, where the waiter takes the

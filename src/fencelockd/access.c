@@ -94,14 +94,14 @@ static unsigned dir_mode(unsigned mode)
 
 void access_make_dir(const char *region_path, gid_t gid, unsigned mode)
 {
-    char dir[4096];
+    char dir[FL__PATH_SIZE];
     if (fl__region_dir(region_path, dir, sizeof dir) != 0)
         return;
     if (mkdir(dir, 0700) == 0) {
         /* umask does not decide: the mode is what --mode implies */
         if ((gid != (gid_t)-1 && chown(dir, (uid_t)-1, gid) != 0) ||
             chmod(dir, dir_mode(mode)) != 0) {
-            char msg[4200];
+            char msg[FL__PATH_PLUS_SIZE];
             snprintf(msg, sizeof msg, "cannot set the group or mode of directory %s: %s", dir,
                      strerror(errno));
             log_error("mkdir_failed", msg);
@@ -109,7 +109,7 @@ void access_make_dir(const char *region_path, gid_t gid, unsigned mode)
         return;
     }
     if (errno != EEXIST) {
-        char msg[4200];
+        char msg[FL__PATH_PLUS_SIZE];
         snprintf(msg, sizeof msg, "cannot create directory %s: %s", dir, strerror(errno));
         log_error("mkdir_failed", msg);
         return;
@@ -119,7 +119,7 @@ void access_make_dir(const char *region_path, gid_t gid, unsigned mode)
         return;
     bool reachable = (st.st_mode & S_IXOTH) || (st.st_gid == gid && (st.st_mode & S_IXGRP));
     if (!reachable) {
-        char msg[4400];
+        char msg[FL__PATH_MSG_SIZE];
         snprintf(msg, sizeof msg,
                  "directory %s (group %u, mode %04o) existed already and is left as it is, "
                  "but members of group %u cannot reach the region through it",
@@ -141,7 +141,7 @@ int access_apply(fl_region *r, gid_t gid, unsigned mode)
         return 0;
     if ((!group_ok && fchown(r->fd, (uid_t)-1, gid) != 0) ||
         (had != mode && fchmod(r->fd, (mode_t)mode) != 0)) {
-        char msg[4400];
+        char msg[FL__PATH_MSG_SIZE];
         snprintf(msg, sizeof msg,
                  "region %s (owner uid %u, group %u, mode %04o): cannot give it group %d and "
                  "mode %04o: %s",
@@ -171,7 +171,7 @@ void access_socket(const char *socket_path, const fl_region *r)
         return;
     if (chown(socket_path, (uid_t)-1, st.st_gid) != 0 ||
         chmod(socket_path, st.st_mode & 0777) != 0) {
-        char msg[4400];
+        char msg[FL__PATH_MSG_SIZE];
         snprintf(msg, sizeof msg, "cannot give socket %s the region's group and mode: %s",
                  socket_path, strerror(errno));
         log_error("socket_access_failed", msg);

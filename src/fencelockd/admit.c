@@ -163,13 +163,13 @@ void admit_refused(pid_t pid)
     A.last_pid = pid > 0 ? pid : -1;
     uint64_t now = fl__monotonic_ns(NULL);
     /* At most one line a second; admit_tick writes what is left over. */
-    if (A.last_log_ns == 0 || now - A.last_log_ns >= 1000000000ull)
+    if (A.last_log_ns == 0 || now - A.last_log_ns >= FL__NS_PER_S)
         log_refusals(now);
 }
 
 void admit_tick(uint64_t now)
 {
-    if (now - A.last_log_ns >= 1000000000ull)
+    if (now - A.last_log_ns >= FL__NS_PER_S)
         log_refusals(now);
 }
 
@@ -182,7 +182,7 @@ bool admit_listening(uint64_t departures, uint64_t now)
     /* A client that left gave back its descriptors; a second is the bound
      * for any other way they come back (closed pending connections, another
      * process's exit under ENFILE). */
-    if (departures != A.departures_at_pause || now - A.paused_ns >= 1000000000ull) {
+    if (departures != A.departures_at_pause || now - A.paused_ns >= FL__NS_PER_S) {
         A.paused = false;
         reserve_take();
     }

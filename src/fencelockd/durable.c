@@ -31,7 +31,7 @@
 
 int durable_default_path(const char *region, char *buf, size_t cap)
 {
-    char dir[4096];
+    char dir[FL__PATH_SIZE];
     if (getuid() == 0) {
         snprintf(dir, sizeof dir, "/var/lib/fencelock");
     } else {
@@ -130,7 +130,7 @@ static int mkdir_parents(char *dir)
 
 int durable_store(const char *path, uint64_t epoch, char *err, size_t errcap)
 {
-    char dir[4096];
+    char dir[FL__PATH_SIZE];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
     if (!slash) {
@@ -145,7 +145,7 @@ int durable_store(const char *path, uint64_t epoch, char *err, size_t errcap)
         snprintf(err, errcap, "cannot create directory %s: %s", dir, strerror(-rc));
         return rc;
     }
-    char tmp[4200], text[256];
+    char tmp[FL__PATH_PLUS_SIZE], text[256];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     size_t len = render(text, sizeof text, epoch, NULL);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -89,7 +89,7 @@ static uint64_t event_unix_ns(const fl_region *r, const struct fl__event_data *d
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts); /* display only */
-    uint64_t wall = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    uint64_t wall = (uint64_t)ts.tv_sec * FL__NS_PER_S + (uint64_t)ts.tv_nsec;
     uint64_t mono = fl__monotonic_ns(NULL) - (uint64_t)r->timens_ns; /* host time, as d's */
     uint64_t age = mono > d->time_ns ? mono - d->time_ns : 0;
     return wall > age ? wall - age : wall;

@@ -160,7 +160,7 @@ static int parse_u32(const char *name, const char *s, uint32_t lo, uint32_t hi, 
 /* Intervals are checked on each turn of the event loop, which polls at most
  * 100 ms: a shorter one would not be kept. */
 #define INTERVAL_MIN_NS (100ull * 1000000ull)
-#define INTERVAL_MAX_NS (86400ull * 1000000000ull)
+#define INTERVAL_MAX_NS (86400ull * FL__NS_PER_S)
 
 /* A DURATION (src/common/duration.c, the grammar of every fencelock
  * program): a bare number is seconds, as these options always took it. */
@@ -203,8 +203,8 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    o->flush_interval_ns = 30ull * 1000000000ull;
-    o->metrics_interval_ns = 15ull * 1000000000ull;
+    o->flush_interval_ns = 30ull * FL__NS_PER_S;
+    o->metrics_interval_ns = 15ull * FL__NS_PER_S;
     o->gid = (gid_t)-1;
     bool mode_given = false;
     o->params = (struct fl__params){FL__DEFAULT_LOCKS, FL__DEFAULT_RECORDS,
@@ -268,7 +268,7 @@ static int check_params(const fl_region *r, const struct options *o)
                     o->params.spare_buffers};
     for (int i = 0; i < 5; i++)
         if (o->given[i] && h[i] != w[i]) {
-            char msg[4400];
+            char msg[FL__PATH_MSG_SIZE];
             snprintf(msg, sizeof msg,
                      "region %s was created with --%s %u, not %u; drop the option to adopt it "
                      "as it is, or use another region path",
@@ -283,7 +283,7 @@ static uint64_t wall_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts); /* display only, never for leases */
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return (uint64_t)ts.tv_sec * FL__NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
 static int open_region(const struct options *o, const char *path, fl_region **out)
@@ -331,9 +331,9 @@ static void log_voided(void *ctx, uint32_t slot, uint64_t token)
  * every client in its table is gone, and so is every commit in flight.
  * now: this boot's id.  Runs while the region is not ready (no client of
  * this boot can have opened it). */
-static void adopt_boot(fl_region *r, const char now[40])
+static void adopt_boot(fl_region *r, const char now[FL__BOOT_ID_SIZE])
 {
-    char had[40];
+    char had[FL__BOOT_ID_SIZE];
     memcpy(had, r->hdr->boot_id, sizeof had);
     had[39] = '\0';
     if (strcmp(now, had) == 0)
@@ -342,7 +342,7 @@ static void adopt_boot(fl_region *r, const char now[40])
     for (uint32_t i = 1; i < r->client_capacity; i++)
         atomic_store_explicit(&r->clients[i].state, FL__CLIENT_FREE, memory_order_relaxed);
     uint32_t buffers = fl__buffers_reap_all(r);
-    memcpy(r->hdr->boot_id, now, 40);
+    memcpy(r->hdr->boot_id, now, FL__BOOT_ID_SIZE);
     log_begin("info", "new_boot");
     log_str("previous_boot", had);
     log_str("boot", now);
@@ -389,7 +389,7 @@ static int start_epoch(fl_region *r, const struct options *o, const char *state_
     const char *found = run == FL__RUN_CLEAN     ? "clean_shutdown"
                         : run == FL__RUN_RUNNING ? "unclean_shutdown"
                                                  : "never_served";
-    char err[4400];
+    char err[FL__PATH_MSG_SIZE];
     uint64_t durable = 0;
     int rc = durable_load(state_path, &durable, err, sizeof err);
     if (rc == -ENOENT) {
@@ -466,7 +466,7 @@ int main(int argc, char **argv)
     struct options o = {0};
     if (parse_args(argc, argv, &o) != 0)
         return EXIT_USAGE;
-    char path[4096];
+    char path[FL__PATH_SIZE];
     if (fl__region_resolve_path(o.region, path, sizeof path) != 0) {
         fprintf(stderr, "fencelockd: %s\n", fl_last_error());
         return EXIT_USAGE;
@@ -494,7 +494,7 @@ int main(int argc, char **argv)
     }
     int lerr = fl__region_lock_serve(r);
     if (lerr) {
-        char msg[4200];
+        char msg[FL__PATH_PLUS_SIZE];
         if (lerr == -EBUSY)
             snprintf(msg, sizeof msg, "region %s is already served by fencelockd pid %u", path,
                      atomic_load_explicit(&r->hdr->supervisor_pid, memory_order_relaxed));
@@ -512,7 +512,7 @@ int main(int argc, char **argv)
     /* Until the region is readied below, fl_open refuses new clients (I1): none may
      * take a token from a floor this start has not made durable. */
     fl__region_set_ready(r, 0);
-    char boot[40];
+    char boot[FL__BOOT_ID_SIZE];
     int berr = fl__read_boot_id(boot);
     if (berr) {
         char msg[256];
@@ -525,7 +525,7 @@ int main(int argc, char **argv)
         return EXIT_REGION;
     }
     adopt_boot(r, boot);
-    char state_path[4096];
+    char state_path[FL__PATH_SIZE];
     if (o.state)
         snprintf(state_path, sizeof state_path, "%s", o.state);
     else if (durable_default_path(path, state_path, sizeof state_path) != 0) {
@@ -586,16 +586,16 @@ int main(int argc, char **argv)
             last_metrics = now;
             int err = metrics_file_write(r, o.metrics_file);
             if (err) {
-                char msg[4400];
+                char msg[FL__PATH_MSG_SIZE];
                 snprintf(msg, sizeof msg, "cannot write %s: %s", o.metrics_file, strerror(-err));
                 log_error("metrics_file_failed", msg);
             }
         }
-        if (now - last_tick >= 1000000000ull) {
+        if (now - last_tick >= FL__NS_PER_S) {
             last_tick = now;
             registry_tick(g);
             admit_tick(now);
-            char err[4400];
+            char err[FL__PATH_MSG_SIZE];
             if (epoch_check_counters(r, state_path, err, sizeof err) != 0)
                 log_error("epoch_not_durable", err);
         }
@@ -639,7 +639,7 @@ int main(int argc, char **argv)
             admit_accept(lfd, g); /* refuses at once when out of descriptors */
         registry_handle(g, fds + 2, n);
     }
-    char sock[4200];
+    char sock[FL__PATH_PLUS_SIZE];
     if (fl__socket_path(path, sock, sizeof sock) == 0)
         unlink(sock);
     /* relaxed: display only (tools ask the region lock whether we still serve) */

@@ -13,7 +13,7 @@
 
 int metrics_file_write(fl_region *r, const char *path)
 {
-    char tmp[4200];
+    char tmp[FL__PATH_PLUS_SIZE];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     FILE *f = fopen(tmp, "we");
     if (!f)
