@@ -100,6 +100,23 @@ int cli_parse_duration(const char *text, uint64_t *ns, const char **why)
     return 0;
 }
 
+/* whole.rest unit, with rest (of digits digits) printed only as far as it
+ * is not zero: 1.5s, 250ms, 2.000001s. */
+static void format_decimal(unsigned long long whole, unsigned long long rest, int digits,
+                           const char *unit, char *buf, size_t cap)
+{
+    if (rest == 0) {
+        snprintf(buf, cap, "%llu%s", whole, unit);
+        return;
+    }
+    char frac[24];
+    snprintf(frac, sizeof frac, "%0*llu", digits, rest);
+    size_t n = strlen(frac);
+    while (n > 0 && frac[n - 1] == '0')
+        frac[--n] = '\0';
+    snprintf(buf, cap, "%llu.%s%s", whole, frac, unit);
+}
+
 void cli_format_duration(uint64_t ns, char *buf, size_t cap)
 {
     if (cap == 0)
@@ -109,29 +126,8 @@ void cli_format_duration(uint64_t ns, char *buf, size_t cap)
     } else if (ns % NS_PER_M == 0) {
         snprintf(buf, cap, "%llum", (unsigned long long)(ns / NS_PER_M));
     } else if (ns >= NS_PER_S) {
-        /* seconds with the decimals that are needed */
-        unsigned long long s = ns / NS_PER_S, rest = ns % NS_PER_S;
-        if (rest == 0) {
-            snprintf(buf, cap, "%llus", s);
-        } else {
-            char frac[16];
-            snprintf(frac, sizeof frac, "%09llu", rest);
-            size_t n = strlen(frac);
-            while (n > 0 && frac[n - 1] == '0')
-                frac[--n] = '\0';
-            snprintf(buf, cap, "%llu.%ss", s, frac);
-        }
+        format_decimal(ns / NS_PER_S, ns % NS_PER_S, 9, "s", buf, cap);
     } else {
-        unsigned long long ms = ns / NS_PER_MS, rest = ns % NS_PER_MS;
-        if (rest == 0) {
-            snprintf(buf, cap, "%llums", ms);
-        } else {
-            char frac[16];
-            snprintf(frac, sizeof frac, "%06llu", rest);
-            size_t n = strlen(frac);
-            while (n > 0 && frac[n - 1] == '0')
-                frac[--n] = '\0';
-            snprintf(buf, cap, "%llu.%sms", ms, frac);
-        }
+        format_decimal(ns / NS_PER_MS, ns % NS_PER_MS, 6, "ms", buf, cap);
     }
 }

@@ -236,7 +236,6 @@ static int unknown_option(char **argv, const struct option *longopts)
 }
 
 /* text as every message shows a key (src/common/keytext.h). */
-static void escape(const char *text, char *buf, size_t cap) { fl__keytext(text, buf, cap); }
 
 /* A KEY on the command line is what the library takes: 1..FL_KEY_MAX bytes,
  * any but NUL (which an argument cannot hold).  Messages show it escaped. */
@@ -260,7 +259,7 @@ static int parse_exit_code(const char *text, int *out)
         v = v * 10 + (*p - '0');
     if (p == text || *p || v > 255) {
         char shown[256];
-        escape(text, shown, sizeof shown);
+        fl__keytext(text, shown, sizeof shown);
         return run_usage_error("--conflict-exit-code '%s': not an exit status from 0 to 255",
                                shown);
     }
@@ -275,7 +274,7 @@ static int parse_duration_option(const char *option, const char *text, uint64_t 
     if (cli_parse_duration(text, ns, &why) == 0)
         return -1;
     char shown[256];
-    escape(text, shown, sizeof shown);
+    fl__keytext(text, shown, sizeof shown);
     return run_usage_error("%s '%s': %s", option, shown, why);
 }
 
@@ -293,7 +292,7 @@ static uint64_t now_ns(void)
 static int check_lease(const char *text, uint64_t lease_ns)
 {
     char shown[256], limit[32];
-    escape(text, shown, sizeof shown);
+    fl__keytext(text, shown, sizeof shown);
     if (lease_ns < MIN_LEASE_NS) {
         cli_format_duration(MIN_LEASE_NS, limit, sizeof limit);
         return run_usage_error("--lease '%s': a lease must be at least %s (renewal cannot keep "
@@ -392,7 +391,7 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
     o->key = argv[optind];
     if ((rc = check_key(o->key)) >= 0)
         return rc;
-    escape(o->key, o->key_text, sizeof o->key_text);
+    fl__keytext(o->key, o->key_text, sizeof o->key_text);
     char **rest = argv + optind + 1;
     /* flock's form: KEY -c STRING (options before KEY are parsed above). */
     if (rest[0] && !string &&
@@ -411,7 +410,7 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
     if (string) {
         if (rest[0]) {
             char shown[256];
-            escape(rest[0], shown, sizeof shown);
+            fl__keytext(rest[0], shown, sizeof shown);
             return run_usage_error("unexpected argument '%s': -c STRING and COMMAND exclude "
                                    "each other",
                                    shown);
@@ -433,7 +432,7 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
             return run_usage_error("missing COMMAND after '--'");
     } else if (rest[0][0] == '-') {
         char shown[256];
-        escape(rest[0], shown, sizeof shown);
+        fl__keytext(rest[0], shown, sizeof shown);
         return run_usage_error("expected COMMAND after KEY, found '%s' (options go before KEY; "
                                "write '--' before a COMMAND that starts with '-')",
                                shown);
@@ -1118,7 +1117,7 @@ static int acquire(struct runner *rn)
     if (err == 0)
         return -1;
     char waited[32], shown[FL_KEYTEXT_MAX];
-    escape(o->key, shown, sizeof shown);
+    fl__keytext(o->key, shown, sizeof shown);
     switch (err) {
     case -EBUSY:
         say("'%s' is held by another process (not waiting)", shown);

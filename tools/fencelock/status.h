@@ -23,6 +23,7 @@
 #include <stdio.h>
 
 #include "fencelock.h"
+#include "keytext.h"
 #include "status_unreg.h"
 
 /* ---- the snapshot (status_snapshot.c) ---------------------------------------- */
@@ -166,11 +167,10 @@ void column_text(const struct status_column *col, const void *row, char *buf, si
 /* ---- formatting for people (status_columns.c) ----------------------------- */
 
 /* Room for a key with every byte escaped as \xNN, and its NUL. */
-#define ESCAPED_MAX (FL_KEY_MAX * 4 + 1)
+#define ESCAPED_MAX FL_KEYTEXT_MAX
 /* Room for any table cell. */
 #define CELL_MAX (ESCAPED_MAX + 8)
 
-void escape_bytes(const char *s, char *out, size_t cap);
 void format_duration(uint64_t ns, char *buf, size_t cap);
 void format_size(uint64_t bytes, char *buf, size_t cap);
 void format_local_time(uint64_t unix_ns, char *buf, size_t cap);

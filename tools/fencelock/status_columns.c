@@ -23,23 +23,6 @@
 
 /* ---- values for people ------------------------------------------------------ */
 
-/* Keys are bytes: make every one visible and unambiguous on a terminal. */
-void escape_bytes(const char *s, char *out, size_t cap)
-{
-    size_t n = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p && n + 5 <= cap; p++) {
-        if (*p == '\\') {
-            out[n++] = '\\';
-            out[n++] = '\\';
-        } else if (*p < 0x20 || *p >= 0x7f) {
-            n += (size_t)snprintf(out + n, cap - n, "\\x%02x", *p);
-        } else {
-            out[n++] = (char)*p;
-        }
-    }
-    out[n] = '\0';
-}
-
 /* Drop trailing zeros of a decimal fraction: "1.50" -> "1.5", "2.00" -> "2". */
 static void trim_fraction(char *s)
 {
@@ -179,7 +162,7 @@ void column_text(const struct status_column *col, const void *row, char *buf, si
     case COL_BOOL: snprintf(buf, cap, "%s", v.b ? "yes" : "no"); break;
     case COL_STR:
         if (v.s)
-            escape_bytes(v.s, buf, cap);
+            fl__keytext(v.s, buf, cap);
         else
             snprintf(buf, cap, "-");
         break;

@@ -16,7 +16,7 @@
 static void print_key_detail(FILE *f, const struct snapshot *s, const fl_lock_info *l)
 {
     char buf[CELL_MAX];
-    escape_bytes(l->key, buf, sizeof buf);
+    fl__keytext(l->key, buf, sizeof buf);
     fprintf(f, "Key %s\n", buf);
     fprintf(f, "  " FIELD "%s\n", "Region:", s->path);
     fprintf(f, "  " FIELD "%s\n", "State:", lock_state_name(l->state));
@@ -61,13 +61,13 @@ static void print_key_detail(FILE *f, const struct snapshot *s, const fl_lock_in
     const char *last = last_release_name(l);
     fprintf(f, "  " FIELD "%s\n", "Last release:", last ? last : "-");
 
-    escape_bytes(l->key, buf, sizeof buf);
+    fl__keytext(l->key, buf, sizeof buf);
     fprintf(f, "\nRecords fenced by %s\n", buf);
     if (s->n_records == 0)
         fputs("  (none)\n", f);
     for (size_t i = 0; i < s->n_records; i++) {
         const fl_record_info *c = &s->records[i];
-        escape_bytes(c->name, buf, sizeof buf);
+        fl__keytext(c->name, buf, sizeof buf);
         fprintf(f, "%s  Record %s\n", i ? "\n" : "", buf);
         fprintf(f, "    " FIELD "%" PRIu64 "\n", "Accepted token:", c->accepted_token);
         fprintf(f, "    " FIELD "%" PRIu64 "\n", "Version:", c->version);
@@ -106,7 +106,7 @@ int show_key(const char *key, bool json, struct snapshot *s)
     const fl_lock_info *l = find_lock(s, key);
     if (!l) {
         char shown[ESCAPED_MAX];
-        escape_bytes(key, shown, sizeof shown);
+        fl__keytext(key, shown, sizeof shown);
         fprintf(stderr, "fencelock status: no key '%s' in region %s\n", shown, s->path);
         return CLI_EXIT_NO_KEY;
     }

@@ -24,7 +24,7 @@ int print_columns(FILE *f, const struct status_table *t, const int *ids, size_t 
     if (!tb)
         return -ENOMEM;
     int err = 0;
-    /* Cells are already escaped (escape_bytes): libsmartcols need not. */
+    /* Cells are already escaped (fl__keytext): libsmartcols need not. */
     scols_table_enable_noencoding(tb, 1);
     /* Never cut a cell to the terminal's width: a key must be read whole. */
     scols_table_set_termforce(tb, SCOLS_TERMFORCE_NEVER);

@@ -82,7 +82,7 @@ static uint64_t monotonic_ns(void)
 /* A key or name as the watch view shows it: escaped, cut on a terminal. */
 static void watch_name(const char *s, char *out, size_t cap, bool cut)
 {
-    escape_bytes(s, out, cap);
+    fl__keytext(s, out, cap);
     if (cut && strlen(out) > WATCH_NAME_MAX)
         snprintf(out + WATCH_NAME_MAX - 3, cap - (WATCH_NAME_MAX - 3), "...");
 }
@@ -427,7 +427,7 @@ static void watch_render(FILE *f, const struct watch *w, long rows)
     }
     if (w->prefix) {
         char p[ESCAPED_MAX];
-        escape_bytes(w->prefix, p, sizeof p);
+        fl__keytext(w->prefix, p, sizeof p);
         fprintf(f, "prefix: %s\n", p);
         header++;
     }
