@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fencelock.h - leased locks with fencing tokens for the processes of one host.
+ * fencelock.h - leased locks with fencing tokens for the processes of one host
+ * (and, on etcd, of many).
  *
  * Anything not in this header is not API.
  *
@@ -38,6 +39,37 @@
  *   caller sees is on the caller's own CLOCK_MONOTONIC.
  * - Keys and record names are NUL-terminated byte strings of 1..FL_KEY_MAX
  *   bytes.
+ *
+ * BACKENDS
+ *
+ * A region string names where the locks and records live, and fl_open()
+ * chooses the backend once, from it:
+ * - a file path (the default): a shared-memory region on this host, kept by
+ *   fencelockd.  Everything above describes it.
+ * - "SCHEME://...": a network store.  "etcd://HOST:PORT[,HOST:PORT...]/PREFIX"
+ *   names an etcd v3 cluster, in builds made with libcurl and jansson
+ *   (others answer -EPROTONOSUPPORT, saying so); any other scheme is
+ *   -EPROTONOSUPPORT.
+ * Every function keeps its meaning on every backend, and the tokens of one
+ * key keep increasing strictly (I1, I13).  What a backend cannot know or
+ * offer is said where it matters; the shared-memory specifics are the token
+ * layout (FL_TOKEN_EPOCH and friends), the owner-died flag, nanosecond
+ * leases, and most fields of the inspection structures (a network backend
+ * leaves what it does not know 0, the value that always means "unknown").
+ * fl_lease's slot and handle are the backend's own: never build or change
+ * a lease by hand.
+ *
+ * Network backends add two errors, and only they return them from the
+ * calls below (a region file never does):
+ *   -EHOSTUNREACH  no endpoint answered in time (refused, unreachable, or
+ *                  silent past the per-request timeout); the call had no
+ *                  effect.
+ *   -EAGAIN        the outcome is unknown: a request was sent and no answer
+ *                  came.  It may have taken effect (a commit may have been
+ *                  accepted: fl_read() tells); it is never reported as a
+ *                  success.  (fl_open()'s -EAGAIN, "region not ready", and
+ *                  fl_keepalive_start()'s, "no thread", keep their meaning.)
+ * -ETIMEDOUT keeps one meaning everywhere: the key stayed held.
  *
  * CAVEATS (what fencelock does not promise)
  *
@@ -112,7 +144,9 @@ FL_API unsigned int fl_version_number(void);
 /* Greatest token the library will ever hand out (tokens fit a SQL BIGINT). */
 #define FL_TOKEN_MAX ((uint64_t)INT64_MAX)
 
-/* Token layout: epoch << FL_TOKEN_EPOCH_SHIFT | counter.  The epoch (23 bits)
+/* Token layout (shared-memory regions; other backends document their own,
+ * and their tokens need not decompose this way): epoch <<
+ * FL_TOKEN_EPOCH_SHIFT | counter.  The epoch (23 bits)
  * is made durable on disk by fencelockd before any token of it is handed out
  * and advances at every supervisor start, so tokens stay increasing across
  * restarts, crashes and reboots; the counter (40 bits) counts acquisitions of
@@ -131,9 +165,14 @@ typedef struct fl_lease {
     uint64_t token;       /* fencing token of this acquisition */
     uint64_t deadline_ns; /* CLOCK_MONOTONIC time (the caller's) at which the lease ends
                              unless renewed */
-    uint32_t slot;        /* which lock; meaningful to the library only */
+    uint32_t slot;        /* which lock, in the backend's numbering: meaningful to the
+                             library only (shared memory: the key's lock slot; etcd: the
+                             handle's index of the key) */
     uint32_t flags;       /* FL_LEASE_EXPIRED: the previous holder's lease ran out while held;
                              FL_LEASE_OWNER_DIED: the previous holder died holding it */
+    uint64_t handle;      /* the backend's id of this holding, meaningful to the library
+                             only (shared memory: 0; etcd: the etcd lease id) */
+    uint64_t reserved[4]; /* zero; room for a later backend's needs (docs/abi.md) */
 } fl_lease;
 
 #define FL_LEASE_EXPIRED    0x1u /* previous holder's lease ran out (or was voided by a reboot) */

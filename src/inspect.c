@@ -17,7 +17,7 @@
 
 #include "internal.h"
 
-int fl_region_info_get(fl_region *r, fl_region_info *info)
+int fl__shm_region_info_get(fl_region *r, fl_region_info *info)
 {
     if (!r || !info)
         return fl__fail(-EINVAL, "fl_region_info_get: NULL argument");
@@ -61,7 +61,7 @@ int fl_region_info_get(fl_region *r, fl_region_info *info)
     return 0;
 }
 
-int fl_client_info_get(fl_region *r, uint32_t index, fl_client_info *info)
+int fl__shm_client_info_get(fl_region *r, uint32_t index, fl_client_info *info)
 {
     if (!r || !info)
         return fl__fail(-EINVAL, "fl_client_info_get: NULL argument");

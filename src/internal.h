@@ -34,6 +34,11 @@
 typedef uint64_t (*fl__clock_fn)(void *ctx);
 
 struct fl_region {
+    /* The store behind this handle (backend.h), set at open and never
+     * changed.  The fields below it, up to `backend`, are the shared-memory
+     * backend's; another backend leaves them zeroed (fd and sock -1) and
+     * keeps its own state in `backend`. */
+    const struct fl__backend *be;
     char *base;           /* the mapping */
     size_t size;          /* bytes mapped == header file_size */
     int fd;               /* region file, kept open for the life of the handle */
@@ -100,7 +105,33 @@ struct fl_region {
      * written before held[] (release), read after it (acquire), so a waiter
      * that sees the token also sees its thread or a later one. */
     _Atomic uint32_t *held_tid;
+
+    /* A backend other than shared memory: its own state (NULL for shm). */
+    void *backend;
 };
+
+/* ---- The shared-memory backend's entries in its ops table (backends.c) ----
+ * Each is the public function of the same name (fencelock.h) for a handle
+ * on a region file; api.c has checked r for NULL. */
+int fl__shm_open(const char *path, bool readonly, bool named, fl_region **out);
+void fl__shm_close(fl_region *r);
+int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
+                    fl_cancel *cancel, fl_lease *lease);
+int fl__shm_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns);
+int fl__shm_release(fl_region *r, const fl_lease *lease);
+int fl__shm_check(fl_region *r, const fl_lease *lease);
+int fl__shm_commit(fl_region *r, const fl_lease *lease, const char *record, const void *data,
+                   size_t len, unsigned flags, uint64_t *accepted);
+int fl__shm_commit_token(fl_region *r, const char *key, uint64_t token, const char *record,
+                         const void *data, size_t len, unsigned flags, uint64_t *accepted);
+int fl__shm_read(fl_region *r, const char *record, void *buf, size_t cap, size_t *len,
+                 uint64_t *fence);
+int fl__shm_region_registered(const fl_region *r);
+int fl__shm_region_info_get(fl_region *r, fl_region_info *info);
+int fl__shm_lock_info_get(fl_region *r, uint32_t index, fl_lock_info *info);
+int fl__shm_record_info_get(fl_region *r, uint32_t index, fl_record_info *info);
+int fl__shm_client_info_get(fl_region *r, uint32_t index, fl_client_info *info);
+int fl__shm_unregistered_info_get(fl_region *r, uint32_t index, fl_unregistered_info *info);
 
 /* A cancellation token for waits (fl_cancel_new, slot.c). */
 struct fl_cancel {

@@ -350,7 +350,7 @@ static void fl__note_rejection(fl_region *r, struct fl__record *rec, uint32_t ri
                                                .flags = repeat ? FL__EVF_REPEAT : 0});
 }
 
-int fl_commit(fl_region *r, const fl_lease *lease, const char *record, const void *data,
+int fl__shm_commit(fl_region *r, const fl_lease *lease, const char *record, const void *data,
               size_t len, unsigned flags, uint64_t *accepted)
 {
     int err = fl__commit_args(r, lease, data, len, flags);
@@ -430,7 +430,7 @@ int fl_commit(fl_region *r, const fl_lease *lease, const char *record, const voi
 /* A commit by key and token: the fence compares only tokens, so these two
  * are all it needs (see the header for why that is safe).  The key is
  * looked up, never created: a key never acquired issued no token. */
-int fl_commit_token(fl_region *r, const char *key, uint64_t token, const char *record,
+int fl__shm_commit_token(fl_region *r, const char *key, uint64_t token, const char *record,
                     const void *data, size_t len, unsigned flags, uint64_t *accepted)
 {
     if (!r)
@@ -453,10 +453,10 @@ int fl_commit_token(fl_region *r, const char *key, uint64_t token, const char *r
     /* fl__commit_args checks that the key issued the token: 0 < token <=
      * the newest token of the slot, exactly as for a lease. */
     const fl_lease lease = {.token = token, .slot = idx};
-    return fl_commit(r, &lease, record, data, len, flags, accepted);
+    return fl__shm_commit(r, &lease, record, data, len, flags, accepted);
 }
 
-int fl_read(fl_region *r, const char *record, void *buf, size_t cap, size_t *len,
+int fl__shm_read(fl_region *r, const char *record, void *buf, size_t cap, size_t *len,
             uint64_t *fence)
 {
     if (!r || !len || !fence || (!buf && cap > 0))
@@ -523,34 +523,6 @@ int fl_read(fl_region *r, const char *record, void *buf, size_t cap, size_t *len
         *fence = tok;
         return 0;
     }
-}
-
-int fl_commit_u64(fl_region *r, const fl_lease *lease, const char *record, uint64_t value,
-                  unsigned flags, uint64_t *accepted)
-{
-    unsigned char le[8];
-    for (int i = 0; i < 8; i++)
-        le[i] = (unsigned char)(value >> (8 * i));
-    return fl_commit(r, lease, record, le, sizeof le, flags, accepted);
-}
-
-int fl_read_u64(fl_region *r, const char *record, uint64_t *value, uint64_t *fence)
-{
-    if (!value)
-        return fl__fail(-EINVAL, "fl_read_u64: value is NULL");
-    unsigned char le[8];
-    size_t len = 0;
-    int err = fl_read(r, record, le, sizeof le, &len, fence);
-    if (err == -ENOBUFS || (err == 0 && len != 8))
-        return fl__fail(-EPROTO, "record \"%s\" holds %zu bytes, not a 64-bit pointer", record,
-                        len);
-    if (err)
-        return err;
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)le[i] << (8 * i);
-    *value = v;
-    return 0;
 }
 
 /* Release the STAGING buffers of `client` (or of every owner, if `all`). */
@@ -647,7 +619,7 @@ uint32_t fl__records_vouch(fl_region *r, fl__unvouched_fn fn, void *ctx)
     return unvouched;
 }
 
-int fl_record_info_get(fl_region *r, uint32_t index, fl_record_info *info)
+int fl__shm_record_info_get(fl_region *r, uint32_t index, fl_record_info *info)
 {
     if (!r || !info)
         return fl__fail(-EINVAL, "fl_record_info_get: NULL argument");

@@ -119,7 +119,7 @@
  * fl_commit_token, which looks the key's slot up (never creating it) and
  * then makes fl_commit's commit with a lease of that slot and token: the
  * same steps as the model's commit.
- * C-VERSION: src/record.c git-blob dc4ebea6747cc1725eefa49d902f5505268a0400 */
+ * C-VERSION: src/record.c git-blob 37fe014a81d8526e578536bb114989ac21b6e102 */
 
 #ifndef NB
 #define NB 3

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "internal.h"
 
 
@@ -233,6 +234,7 @@ int fl__region_map_named(const char *path, bool readonly, bool named, fl_region 
     fl_region *r = calloc(1, sizeof *r);
     if (!r)
         return fl__fail(-ENOMEM, "out of memory");
+    r->be = &fl__shm_backend; /* a mapped region file is the shm backend's */
     r->fd = -1;
     r->sock = -1;
     r->readonly = readonly;

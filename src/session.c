@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * session.c - a client's life with a region: fl_open (map, wait until the
- * region is ready, register with its supervisor), fl_close (stop the
+ * session.c - a client's life with a shared-memory region, the shm
+ * backend's open and close (backend.h): open (map, wait until the
+ * region is ready, register with its supervisor), close (stop the
  * keepalives, free the locks still held, say goodbye, unmap; in a forked
  * child only unmap), and the handle's accessors.  It sits above the mapping
  * (region.c), readiness (ready.c), registration (client.c), the lock words
@@ -19,20 +20,22 @@
 
 #include "internal.h"
 
-int fl_open(const char *region_path, fl_region **out)
+/* The backend's open (backend.h): `path` is resolved; `named` relaxes the
+ * directory trust check for a path the caller named (paths.c). */
+int fl__shm_open(const char *path, bool readonly, bool named, fl_region **out)
 {
-    if (!out)
-        return fl__fail(-EINVAL, "fl_open: out is NULL");
-    char path[FL__PATH_SIZE];
-    int err = fl__region_resolve_path(region_path, path, sizeof path);
-    if (err)
-        return err;
     fl_region *r = NULL;
-    err = fl__region_map_named(path, false, fl__path_is_named(region_path), &r);
+    int err = fl__region_map_named(path, readonly, named, &r);
     if (err)
         return err;
     if (!r)
         __builtin_unreachable(); /* set when err is 0 (for the analyzer) */
+    if (readonly) {
+        /* For inspection: no readiness wait, no registration; a region
+         * that is not ready, or of an earlier boot, is shown as it is. */
+        *out = r;
+        return 0;
+    }
     err = fl__await_ready(r);
     if (err) {
         fl__region_unmap(r);
@@ -60,17 +63,6 @@ int fl_open(const char *region_path, fl_region **out)
     return 0;
 }
 
-int fl_open_readonly(const char *region_path, fl_region **out)
-{
-    if (!out)
-        return fl__fail(-EINVAL, "fl_open_readonly: out is NULL");
-    char path[FL__PATH_SIZE];
-    int err = fl__region_resolve_path(region_path, path, sizeof path);
-    if (err)
-        return err;
-    return fl__region_map_named(path, true, fl__path_is_named(region_path), out);
-}
-
 /* Tell the supervisor's log of a lock fl_close freed. */
 static void fl__note_abandoned(void *ctx, uint32_t slot, uint64_t token)
 {
@@ -79,7 +71,7 @@ static void fl__note_abandoned(void *ctx, uint32_t slot, uint64_t token)
                                                  .token = token});
 }
 
-void fl_close(fl_region *r)
+void fl__shm_close(fl_region *r)
 {
     if (!r)
         return;
@@ -117,9 +109,7 @@ void fl_close(fl_region *r)
     fl__region_unmap(r);
 }
 
-int fl_region_registered(const fl_region *r)
+int fl__shm_region_registered(const fl_region *r)
 {
     return r && r->sock >= 0 && !fl__handle_is_inherited(r) ? 1 : 0;
 }
-
-const char *fl_region_path(const fl_region *r) { return r ? r->path : ""; }

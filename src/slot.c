@@ -240,7 +240,7 @@ static int fl__wait_for_change(fl_region *r, struct fl__slot *sl, uint64_t s, ui
     return rc;
 }
 
-static int fl__acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
+int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
                        fl_cancel *cancel, fl_lease *lease)
 {
     if (!r || !lease)
@@ -368,26 +368,13 @@ static int fl__acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t
                                                        .other_token = token,
                                                        .late_ns = now > deadline ? now - deadline : 0});
         }
-        lease->token = next;
-        lease->deadline_ns = fl__deadline_ns(r, nl);
-        lease->slot = idx;
-        lease->flags = flags;
+        /* handle and reserved are zero for a region file (fencelock.h) */
+        *lease = (fl_lease){.token = next,
+                            .deadline_ns = fl__deadline_ns(r, nl),
+                            .slot = idx,
+                            .flags = flags};
         return 0;
     }
-}
-
-int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
-               fl_lease *lease)
-{
-    return fl__acquire(r, key, lease_ns, timeout_ns, NULL, lease);
-}
-
-int fl_acquire_cancelable(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
-                          fl_cancel *cancel, fl_lease *lease)
-{
-    if (!cancel)
-        return fl__fail(-EINVAL, "fl_acquire_cancelable: NULL argument");
-    return fl__acquire(r, key, lease_ns, timeout_ns, cancel, lease);
 }
 
 int fl_cancel_new(fl_cancel **out)
@@ -467,7 +454,7 @@ static int fl__lease_slot(fl_region *r, const fl_lease *lease, const char *fn,
     return 0;
 }
 
-int fl_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns)
+int fl__shm_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns)
 {
     struct fl__slot *sl = NULL;
     int err = fl__lease_slot(r, lease, "fl_renew", &sl);
@@ -499,7 +486,7 @@ int fl_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns)
     }
 }
 
-int fl_release(fl_region *r, const fl_lease *lease)
+int fl__shm_release(fl_region *r, const fl_lease *lease)
 {
     struct fl__slot *sl = NULL;
     int err = fl__lease_slot(r, lease, "fl_release", &sl);
@@ -528,7 +515,7 @@ int fl_release(fl_region *r, const fl_lease *lease)
     }
 }
 
-int fl_check(fl_region *r, const fl_lease *lease)
+int fl__shm_check(fl_region *r, const fl_lease *lease)
 {
     if (!r || !lease)
         return fl__fail(-EINVAL, "fl_check: NULL argument");
@@ -640,7 +627,7 @@ uint32_t fl__slots_void_all(fl_region *r, fl__freed_fn fn, void *ctx)
     return voided;
 }
 
-int fl_lock_info_get(fl_region *r, uint32_t index, fl_lock_info *info)
+int fl__shm_lock_info_get(fl_region *r, uint32_t index, fl_lock_info *info)
 {
     if (!r || !info)
         return fl__fail(-EINVAL, "fl_lock_info_get: NULL argument");

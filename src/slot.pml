@@ -145,7 +145,7 @@
  * cancelled sleeper undoes its waiters increment as a timed-out one does;
  * the trigger's bump of wake_seq is one more spurious wake, which the
  * model's waiters already tolerate). */
-/* C-VERSION: src/slot.c git-blob 700c4ddad2264e083b660aa985bd69a21dec4a92 */
+/* C-VERSION: src/slot.c git-blob ebeb7a2edbdc6c481b336600d6866a317d1ab3bc */
 
 #ifndef NC
 #define NC 3

@@ -69,7 +69,7 @@ void fl__unreg_clear(fl_region *r)
     r->unreg_seq = 0;
 }
 
-int fl_unregistered_info_get(fl_region *r, uint32_t index, fl_unregistered_info *info)
+int fl__shm_unregistered_info_get(fl_region *r, uint32_t index, fl_unregistered_info *info)
 {
     if (!r || !info)
         return fl__fail(-EINVAL, "fl_unregistered_info_get: NULL argument");

@@ -21,4 +21,4 @@ _Static_assert(sizeof(fl_lock_info) == 336, "fl_lock_info changed size: ABI brea
 _Static_assert(sizeof(fl_record_info) == 392, "fl_record_info changed size: ABI break");
 _Static_assert(sizeof(fl_client_info) == 88, "fl_client_info changed size: ABI break");
 _Static_assert(sizeof(fl_unregistered_info) == 96, "fl_unregistered_info changed size: ABI break");
-_Static_assert(sizeof(fl_lease) == 24, "fl_lease changed size: ABI break");
+_Static_assert(sizeof(fl_lease) == 64, "fl_lease changed size: ABI break");

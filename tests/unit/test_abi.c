@@ -7,6 +7,9 @@
  * - every fl_*_info_get zeroes the structure's reserved tail whatever the
  *   caller left in it, so a later minor version can give those bytes a
  *   meaning (0: unknown) without breaking callers compiled against this one.
+ * - a region string with a scheme this build does not serve is refused with
+ *   -EPROTONOSUPPORT and a message naming it, through fl_open, fl_open_readonly
+ *   and $FENCELOCK_REGION alike (docs/backends.md), never taken for a path.
  * No invariant of docs/invariants.md applies; this guards the header's
  * promise to programs built against another version of the library.
  */
@@ -16,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <setjmp.h>
 #include <cmocka.h>
@@ -55,7 +59,11 @@ static void test_info_reserved_zeroed(void **state)
     assert_int_equal(fl_open(region, &r), 0);
     assert_int_equal(fl_region_registered(r), 1);
     fl_lease l;
+    POISON(l);
     assert_int_equal(fl_acquire(r, "abi/key", 10ull * 1000000000ull, 0, &l), 0);
+    /* a region file's lease: handle 0, the reserved tail zeroed */
+    assert_int_equal(l.handle, 0);
+    assert_zero(l.reserved, NRES(l));
     assert_int_equal(fl_commit(r, &l, "abi/record", "v", 1, 0, NULL), 0);
 
     fl_region_info ri;
@@ -92,11 +100,31 @@ static void test_info_reserved_zeroed(void **state)
     th_daemon_stop(&d, SIGTERM);
 }
 
+/* A scheme selects a backend; one this build lacks is a clear refusal, not
+ * a file of that name (tooling). */
+static void test_unknown_scheme(void **state)
+{
+    (void)state;
+    fl_region *r = NULL;
+    assert_int_equal(fl_open("nosuch://host/prefix", &r), -EPROTONOSUPPORT);
+    assert_null(r);
+    assert_non_null(strstr(fl_last_error(), "unknown scheme \"nosuch\""));
+    assert_int_equal(fl_open_readonly("x+y.z-1://h", &r), -EPROTONOSUPPORT);
+    assert_non_null(strstr(fl_last_error(), "x+y.z-1"));
+    /* not a scheme (no letter first, or no "://"): a path, which is missing */
+    assert_int_equal(fl_open("1x://h", &r), -ENOENT);
+    assert_int_equal(fl_open("nosuch:/h", &r), -ENOENT);
+    assert_int_equal(setenv(FL_REGION_ENV, "nosuch://h/p", 1), 0);
+    assert_int_equal(fl_open(NULL, &r), -EPROTONOSUPPORT);
+    assert_int_equal(unsetenv(FL_REGION_ENV), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_info_reserved_zeroed),
+        cmocka_unit_test(test_unknown_scheme),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,7 +37,7 @@ UNREGISTERED_MAX = 32
 
 class FlLease(Structure):
     _fields_ = [("token", c_uint64), ("deadline_ns", c_uint64), ("slot", c_uint32),
-                ("flags", c_uint32)]
+                ("flags", c_uint32), ("handle", c_uint64), ("reserved", c_uint64 * 4)]
 
 
 class FlRegionInfo(Structure):

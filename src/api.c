@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * api.c - the public functions that take a region handle: each checks the
+ * handle for NULL and makes one call through the handle's backend table
+ * (backend.h), chosen once by fl_open.  Nothing here knows which store is
+ * behind a handle; what every backend shares (the region string's
+ * resolution, fl_region_path, the 64-bit pointer records) is written once
+ * here, above them.
+ */
+#include <string.h>
+
+#include "backend.h"
+#include "internal.h"
+
+/* Resolve the region string (NULL: $FENCELOCK_REGION, then the default
+ * path) and open it with the backend its scheme selects. */
+static int fl__open_any(const char *region, bool readonly, const char *fn, fl_region **out)
+{
+    if (!out)
+        return fl__fail(-EINVAL, "%s: out is NULL", fn);
+    char name[FL__PATH_SIZE];
+    int err = fl__region_resolve_path(region, name, sizeof name);
+    if (err)
+        return err;
+    const struct fl__backend *be = NULL;
+    err = fl__backend_for(name, &be);
+    if (err)
+        return err;
+    return be->open(name, readonly, fl__path_is_named(region), out);
+}
+
+int fl_open(const char *region, fl_region **out)
+{
+    return fl__open_any(region, false, "fl_open", out);
+}
+
+int fl_open_readonly(const char *region, fl_region **out)
+{
+    return fl__open_any(region, true, "fl_open_readonly", out);
+}
+
+void fl_close(fl_region *r)
+{
+    if (r)
+        r->be->close(r);
+}
+
+int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
+               fl_lease *lease)
+{
+    if (!r)
+        return fl__fail(-EINVAL, "fl_acquire: NULL argument");
+    return r->be->acquire(r, key, lease_ns, timeout_ns, NULL, lease);
+}
+
+int fl_acquire_cancelable(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
+                          fl_cancel *cancel, fl_lease *lease)
+{
+    if (!r || !cancel)
+        return fl__fail(-EINVAL, "fl_acquire_cancelable: NULL argument");
+    return r->be->acquire(r, key, lease_ns, timeout_ns, cancel, lease);
+}
+
+int fl_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns)
+{
+    if (!r)
+        return fl__fail(-EINVAL, "fl_renew: NULL argument");
+    return r->be->renew(r, lease, lease_ns);
+}
+
+int fl_release(fl_region *r, const fl_lease *lease)
+{
+    if (!r)
+        return fl__fail(-EINVAL, "fl_release: NULL argument");
+    return r->be->release(r, lease);
+}
+
+int fl_check(fl_region *r, const fl_lease *lease)
+{
+    if (!r)
+        return fl__fail(-EINVAL, "fl_check: NULL argument");
+    return r->be->check(r, lease);
+}
+
+int fl_commit(fl_region *r, const fl_lease *lease, const char *record, const void *data,
+              size_t len, unsigned flags, uint64_t *accepted)
+{
+    if (!r)
+        return fl__fail(-EINVAL, "fl_commit: NULL argument");
+    return r->be->commit(r, lease, record, data, len, flags, accepted);
+}
+
+int fl_commit_token(fl_region *r, const char *key, uint64_t token, const char *record,
+                    const void *data, size_t len, unsigned flags, uint64_t *accepted)
+{
+    if (!r)
+        return fl__fail(-EINVAL, "fl_commit_token: NULL argument");
+    return r->be->commit_token(r, key, token, record, data, len, flags, accepted);
+}
+
+int fl_read(fl_region *r, const char *record, void *buf, size_t cap, size_t *len,
+            uint64_t *fence)
+{
+    if (!r)
+        return fl__fail(-EINVAL, "fl_read: NULL argument");
+    return r->be->read(r, record, buf, cap, len, fence);
+}
+
+/* The fenced pointer is 8 bytes little-endian on every backend, so a value
+ * written by one program reads the same in any other. */
+int fl_commit_u64(fl_region *r, const fl_lease *lease, const char *record, uint64_t value,
+                  unsigned flags, uint64_t *accepted)
+{
+    unsigned char le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (unsigned char)(value >> (8 * i));
+    return fl_commit(r, lease, record, le, sizeof le, flags, accepted);
+}
+
+int fl_read_u64(fl_region *r, const char *record, uint64_t *value, uint64_t *fence)
+{
+    if (!value)
+        return fl__fail(-EINVAL, "fl_read_u64: value is NULL");
+    unsigned char le[8];
+    size_t len = 0;
+    int err = fl_read(r, record, le, sizeof le, &len, fence);
+    if (err == -ENOBUFS || (err == 0 && len != 8))
+        return fl__fail(-EPROTO, "record \"%s\" holds %zu bytes, not a 64-bit pointer", record,
+                        len);
+    if (err)
+        return err;
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)le[i] << (8 * i);
+    *value = v;
+    return 0;
+}
+
+int fl_region_registered(const fl_region *r) { return r ? r->be->registered(r) : 0; }
+
+const char *fl_region_path(const fl_region *r) { return r ? r->path : ""; }
+
+int fl_region_info_get(fl_region *r, fl_region_info *info)
+{
+    if (!r)
+        return fl__fail(-EINVAL, "fl_region_info_get: NULL argument");
+    return r->be->region_info(r, info);
+}
+
+int fl_lock_info_get(fl_region *r, uint32_t index, fl_lock_info *info)
+{
+    if (!r)
+        return fl__fail(-EINVAL, "fl_lock_info_get: NULL argument");
+    return r->be->lock_info(r, index, info);
+}
+
+int fl_record_info_get(fl_region *r, uint32_t index, fl_record_info *info)
+{
+    if (!r)
+        return fl__fail(-EINVAL, "fl_record_info_get: NULL argument");
+    return r->be->record_info(r, index, info);
+}
+
+int fl_client_info_get(fl_region *r, uint32_t index, fl_client_info *info)
+{
+    if (!r)
+        return fl__fail(-EINVAL, "fl_client_info_get: NULL argument");
+    return r->be->client_info(r, index, info);
+}
+
+int fl_unregistered_info_get(fl_region *r, uint32_t index, fl_unregistered_info *info)
+{
+    if (!r)
+        return fl__fail(-EINVAL, "fl_unregistered_info_get: NULL argument");
+    return r->be->unregistered_info(r, index, info);
+}

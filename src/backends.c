@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * backends.c - which backend a region string selects (backend.h), and the
+ * shared-memory backend's ops table: the functions of slot.c, record.c,
+ * session.c, inspect.c and unreg.c, unchanged behind the seam.
+ */
+#include <string.h>
+
+#include "backend.h"
+#include "internal.h"
+
+const struct fl__backend fl__shm_backend = {
+    .name = "shm",
+    .open = fl__shm_open,
+    .close = fl__shm_close,
+    .acquire = fl__shm_acquire,
+    .renew = fl__shm_renew,
+    .release = fl__shm_release,
+    .check = fl__shm_check,
+    .commit = fl__shm_commit,
+    .commit_token = fl__shm_commit_token,
+    .read = fl__shm_read,
+    .registered = fl__shm_region_registered,
+    .region_info = fl__shm_region_info_get,
+    .lock_info = fl__shm_lock_info_get,
+    .record_info = fl__shm_record_info_get,
+    .client_info = fl__shm_client_info_get,
+    .unregistered_info = fl__shm_unregistered_info_get,
+};
+
+/* "SCHEME://": a letter, then letters, digits, '+', '-', '.' (RFC 3986). */
+static size_t fl__scheme_len(const char *s)
+{
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
+        return 0;
+    size_t n = 1;
+    while ((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= 'A' && s[n] <= 'Z') ||
+           (s[n] >= '0' && s[n] <= '9') || s[n] == '+' || s[n] == '-' || s[n] == '.')
+        n++;
+    return strncmp(s + n, "://", 3) == 0 ? n : 0;
+}
+
+int fl__backend_for(const char *name, const struct fl__backend **be)
+{
+    size_t n = fl__scheme_len(name);
+    if (n == 0) {
+        *be = &fl__shm_backend;
+        return 0;
+    }
+#ifdef FL_HAVE_ETCD
+    if (n == 4 && strncmp(name, "etcd", 4) == 0) {
+        *be = &fl__etcd_backend;
+        return 0;
+    }
+    const char *serves = "region files and etcd:// clusters";
+#else
+    if (n == 4 && strncmp(name, "etcd", 4) == 0)
+        return fl__fail(-EPROTONOSUPPORT,
+                        "region %s: this libfencelock was built without etcd support "
+                        "(libcurl and jansson were not found when it was built)",
+                        name);
+    const char *serves = "region files";
+#endif
+    return fl__fail(-EPROTONOSUPPORT, "region %s: unknown scheme \"%.*s\": this build serves %s",
+                    name, (int)n, name, serves);
+}
+
+int fl__unsupported(const fl_region *r, const char *fn)
+{
+    return fl__fail(-EOPNOTSUPP, "%s: not supported by the %s backend (region %s)", fn,
+                    r->be->name, r->path);
+}
