@@ -138,6 +138,11 @@ struct fl_cancel {
     _Atomic uint32_t cancelled;
     /* The futex word the waiter sleeps on, while it waits; NULL otherwise. */
     _Atomic(_Atomic uint32_t *) sleeping_on;
+    /* An eventfd that network waits poll (src/etcd/lock.c creates it on
+     * first use; fl_cancel_free closes it), -1 = none.  The trigger writes
+     * it after setting `cancelled` (seq_cst both sides: Dekker with the
+     * waiter, which publishes it and then reads `cancelled`). */
+    _Atomic int wake_fd;
 };
 
 /* ---- error.c ---- */

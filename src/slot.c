@@ -384,14 +384,22 @@ int fl_cancel_new(fl_cancel **out)
     fl_cancel *c = calloc(1, sizeof *c);
     if (!c)
         return fl__fail(-ENOMEM, "out of memory");
+    atomic_init(&c->wake_fd, -1);
     *out = c;
     return 0;
 }
 
-void fl_cancel_free(fl_cancel *c) { free(c); }
+void fl_cancel_free(fl_cancel *c)
+{
+    /* relaxed: no wait and no trigger uses c any more (the contract) */
+    int fd = c ? atomic_load_explicit(&c->wake_fd, memory_order_relaxed) : -1;
+    if (fd >= 0)
+        close(fd);
+    free(c);
+}
 
-/* Async-signal-safe: atomics and one futex system call, no lock, no errno
- * left changed. */
+/* Async-signal-safe: atomics, one futex wake and one eventfd write (etcd
+ * waits), no lock, no errno left changed. */
 void fl_cancel_trigger(fl_cancel *c)
 {
     if (!c)
@@ -404,6 +412,14 @@ void fl_cancel_trigger(fl_cancel *c)
          * again: a cancel costs the key's other waiters one wakeup. */
         atomic_fetch_add_explicit(word, 1, memory_order_release);
         fl__futex_wake_all(word);
+        errno = saved;
+    }
+    int fd = atomic_load(&c->wake_fd); /* seq_cst: after the flag (struct fl_cancel) */
+    if (fd >= 0) {
+        int saved = errno;
+        uint64_t one = 1;
+        if (write(fd, &one, sizeof one) != sizeof one) { /* full counter: already readable */
+        }
         errno = saved;
     }
 }
