@@ -19,7 +19,8 @@
  *                  reply->message); the caller decides what it means
  *   -EHOSTUNREACH  no endpoint answered in time and the request had no
  *                  effect: it was never sent (refused or unreachable
- *                  connections), or it may be sent again (FL__ETCD_REPEATABLE)
+ *                  connections), or a lost attempt of it leaves nothing that
+ *                  matters (FL__ETCD_IDEMPOTENT: reads, lease requests)
  *   -EAGAIN        the outcome is unknown: the request reached an endpoint,
  *                  which did not answer in time (or answered "timed out",
  *                  "leader changed"), and it may not be sent again
@@ -137,10 +138,15 @@ void fl__etcd_reply_free(struct fl__etcd_reply *rp);
 
 /* Request flags. */
 #define FL__ETCD_REPEATABLE 0x1u /* may be sent again to the next endpoint after a
-                                    timeout: a read, or a write whose repetition the
-                                    caller recognises (it sets rp->ambiguous) */
+                                    timeout: a write whose repetition the caller
+                                    recognises (rp->ambiguous tells it to look) */
 #define FL__ETCD_KV 0x2u         /* a linearizable kv answer: its header revision
                                     joins the history mark (epoch.c) */
+#define FL__ETCD_IDEMPOTENT 0x4u /* may be sent again, and an attempt lost after it was
+                                    sent leaves nothing that matters: a read, a lease
+                                    grant (a lease nobody uses ends by itself), a
+                                    keepalive or a revoke.  Never ambiguous: when no
+                                    endpoint answers, -EHOSTUNREACH */
 
 /* POST req (a JSON object; the reference is kept by the caller) to path
  * ("/v3/kv/txn") of the endpoints in turn, from the preferred one.  See THE

@@ -90,7 +90,7 @@ static int fl__epoch_read(struct fl__etcd_client *c, uint64_t *epoch, uint64_t *
     size_t klen = fl__etcd_key(c, NULL, "epoch", 5, key);
     json_t *req = json_pack("{s:o}", "key", fl__etcd_b64(key, klen));
     struct fl__etcd_reply rp;
-    int err = fl__etcd_post_nocheck(c, "/v3/kv/range", "range epoch", req, FL__ETCD_REPEATABLE,
+    int err = fl__etcd_post_nocheck(c, "/v3/kv/range", "range epoch", req, FL__ETCD_IDEMPOTENT,
                                     &rp);
     json_decref(req);
     if (err == -EREMOTEIO)
@@ -159,7 +159,8 @@ int fl__etcd_history_check(struct fl__etcd_client *c, struct fl__etcd_reply *rp,
                          " (restored from a snapshot?); no token can be handed out safely "
                          "until the epoch is bumped: `fencelock etcd-epoch --region URI "
                          "--bump` (docs/etcd.md, Restoring a snapshot)",
-                         rp->endpoint, rev, (uint64_t)(seen_before & (FL__ETCD_REV_LIMIT - 1)), epoch);
+                         rp->endpoint, rev,
+                         (uint64_t)(seen_before & (FL__ETCD_REV_LIMIT - 1)), epoch);
 }
 
 int fl__etcd_epoch_load(struct fl__etcd_client *c, bool create, uint64_t *epoch)

@@ -341,7 +341,7 @@ static int fl__post_raw(struct fl__etcd_client *c, const char *path, const char 
                                      k ? "; " : "", ep->name, why);
         /* Move the preferred endpoint past this one. */
         atomic_store_explicit(&c->current, (i + 1) % n, memory_order_relaxed);
-        if (a == FL__A_UNKNOWN) {
+        if (a == FL__A_UNKNOWN && !(flags & FL__ETCD_IDEMPOTENT)) {
             if (!(flags & FL__ETCD_REPEATABLE)) {
                 err = fl__etcd_fail(-EAGAIN,
                                     "etcd %s: the outcome is unknown (the request was sent, "

@@ -731,7 +731,7 @@ static int fl__is_holding(struct fl__etcd *e, const struct fl__keys *k, uint64_t
     json_t *req = json_pack("{s:o}", "key", fl__etcd_b64(k->lock, k->lock_len));
     struct fl__etcd_reply rp;
     int err = fl__etcd_post(&e->c, "/v3/kv/range", "range lock", req,
-                            FL__ETCD_REPEATABLE | FL__ETCD_KV, &rp);
+                            FL__ETCD_IDEMPOTENT | FL__ETCD_KV, &rp);
     json_decref(req);
     if (err == -EREMOTEIO)
         err = fl__etcd_refusal(&rp);
@@ -1001,7 +1001,7 @@ int fl__etcd_newest(struct fl__etcd *e, const char *key, size_t len, uint64_t *n
     json_t *req = json_pack("{s:o}", "key", fl__etcd_b64(last, llen));
     struct fl__etcd_reply rp;
     int err = fl__etcd_post(&e->c, "/v3/kv/range", "range marker", req,
-                            FL__ETCD_REPEATABLE | FL__ETCD_KV, &rp);
+                            FL__ETCD_IDEMPOTENT | FL__ETCD_KV, &rp);
     json_decref(req);
     if (err == -EREMOTEIO)
         err = fl__etcd_refusal(&rp);

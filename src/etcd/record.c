@@ -292,7 +292,7 @@ int fl__etcd_read(struct fl__etcd *e, const char *record, void *buf, size_t cap,
     json_t *req = json_pack("{s:o}", "key", fl__etcd_b64(rec, rec_len));
     struct fl__etcd_reply rp;
     int err = fl__etcd_post(&e->c, "/v3/kv/range", "range record", req,
-                            FL__ETCD_REPEATABLE | FL__ETCD_KV, &rp);
+                            FL__ETCD_IDEMPOTENT | FL__ETCD_KV, &rp);
     json_decref(req);
     if (err == -EREMOTEIO)
         err = fl__etcd_refusal(&rp);

@@ -341,7 +341,7 @@ int fl__etcd_grant(struct fl__etcd_client *c, uint64_t ttl, uint64_t *id, uint64
 {
     struct fl__etcd_reply rp;
     json_t *req = json_pack("{s:o}", "TTL", fl__etcd_num(ttl));
-    int err = fl__etcd_post(c, "/v3/lease/grant", "lease grant", req, FL__ETCD_REPEATABLE, &rp);
+    int err = fl__etcd_post(c, "/v3/lease/grant", "lease grant", req, FL__ETCD_IDEMPOTENT, &rp);
     json_decref(req);
     if (err == -EREMOTEIO)
         err = fl__etcd_refusal(&rp);
@@ -362,7 +362,7 @@ int fl__etcd_keepalive(struct fl__etcd_client *c, uint64_t id, uint64_t *ttl)
     *ttl = 0;
     json_t *req = json_pack("{s:o}", "ID", fl__etcd_num(id));
     int err = fl__etcd_post(c, "/v3/lease/keepalive", "lease keepalive", req,
-                            FL__ETCD_REPEATABLE, &rp);
+                            FL__ETCD_IDEMPOTENT, &rp);
     json_decref(req);
     if (err == -EREMOTEIO) {
         if (rp.grpc_code == 5) /* NotFound: the lease is gone */
@@ -392,7 +392,7 @@ int fl__etcd_revoke(struct fl__etcd_client *c, uint64_t id)
 {
     struct fl__etcd_reply rp;
     json_t *req = json_pack("{s:o}", "ID", fl__etcd_num(id));
-    int err = fl__etcd_post(c, "/v3/lease/revoke", "lease revoke", req, FL__ETCD_REPEATABLE, &rp);
+    int err = fl__etcd_post(c, "/v3/lease/revoke", "lease revoke", req, FL__ETCD_IDEMPOTENT, &rp);
     json_decref(req);
     if (err == -EREMOTEIO && rp.grpc_code == 5)
         err = 0; /* gone already */
@@ -409,7 +409,7 @@ int fl__etcd_timetolive(struct fl__etcd_client *c, uint64_t id, int64_t *left, u
     *granted = 0;
     json_t *req = json_pack("{s:o}", "ID", fl__etcd_num(id));
     int err = fl__etcd_post(c, "/v3/lease/timetolive", "lease timetolive", req,
-                            FL__ETCD_REPEATABLE, &rp);
+                            FL__ETCD_IDEMPOTENT, &rp);
     json_decref(req);
     if (err == -EREMOTEIO && rp.grpc_code == 5)
         err = 0;
@@ -448,7 +448,7 @@ int fl__etcd_range_prefix(struct fl__etcd_client *c, const char *kind, size_t va
                             "range_end", fl__etcd_b64(end, klen), "limit", fl__etcd_num(max),
                             "keys_only", value_max == 0);
     struct fl__etcd_reply rp;
-    int err = fl__etcd_post(c, "/v3/kv/range", "range", req, FL__ETCD_REPEATABLE | FL__ETCD_KV,
+    int err = fl__etcd_post(c, "/v3/kv/range", "range", req, FL__ETCD_IDEMPOTENT | FL__ETCD_KV,
                             &rp);
     json_decref(req);
     if (err == -EREMOTEIO)
