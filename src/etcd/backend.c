@@ -103,6 +103,12 @@ static int fl__be_open(const char *name, bool readonly, bool named, fl_region **
     r->backend = e;
     pthread_mutex_init(&r->keeper_lock, NULL);
     fl__handle_bind_process(r);
+    /* As for a region file opened unregistered (fencelock.h, fl_open), say
+     * why death detection is off: `fencelock run` shows it. */
+    if (!readonly)
+        fl__set_error("region %s is an etcd cluster: no supervisor watches this process, so "
+                      "its locks end at their etcd leases if it dies",
+                      name);
     *out = r;
     return 0;
 }
