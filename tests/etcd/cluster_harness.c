@@ -634,7 +634,7 @@ static int ec_agent_main(void *arg, int in, int out)
         return 1;
     fl_lease lease;
     memset(&lease, 0, sizeof lease);
-    while (th_recv(in, line, sizeof line, -1) == 0) {
+    while (th_recv(in, line, sizeof line, 3600 * 1000) == 0) { /* an hour: until told */
         char a1[256] = "", a2[512] = "";
         unsigned long long n1 = 0;
         long long n2 = 0;
