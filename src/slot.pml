@@ -144,8 +144,10 @@
  * any CAS and without sleeping, so they change no pair and no count (a
  * cancelled sleeper undoes its waiters increment as a timed-out one does;
  * the trigger's bump of wake_seq is one more spurious wake, which the
- * model's waiters already tolerate). */
-/* C-VERSION: src/slot.c git-blob ebeb7a2edbdc6c481b336600d6866a317d1ab3bc */
+ * model's waiters already tolerate); and the trigger's write to the
+ * cancel's eventfd after all that, which only network (etcd) waits poll
+ * and which touches no pair and no count. */
+/* C-VERSION: src/slot.c git-blob da624627f98d593c92bc32cbf2d165439eec215e */
 
 #ifndef NC
 #define NC 3

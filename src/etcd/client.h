@@ -141,7 +141,15 @@ void fl__etcd_reply_free(struct fl__etcd_reply *rp);
                                     timeout: a write whose repetition the caller
                                     recognises (rp->ambiguous tells it to look) */
 #define FL__ETCD_KV 0x2u         /* a linearizable kv answer: its header revision
-                                    joins the history mark (epoch.c) */
+                                    raises the history mark (epoch.c) */
+#define FL__ETCD_GUARD 0x8u      /* a kv answer that numbers a token (an acquire):
+                                    below the history mark under the same epoch it
+                                    fails closed, -ENOTRECOVERABLE (epoch.c) */
+#define FL__ETCD_ONCE 0x10u      /* a write that must not take effect twice unknown to
+                                    the caller (a commit, a release, an epoch bump): sent
+                                    on a fresh connection, because curl sends a request
+                                    again by itself when a kept-alive connection dies
+                                    before any answer */
 #define FL__ETCD_IDEMPOTENT 0x4u /* may be sent again, and an attempt lost after it was
                                     sent leaves nothing that matters: a read, a lease
                                     grant (a lease nobody uses ends by itself), a
@@ -292,11 +300,12 @@ int fl__etcd_epoch_note(struct fl__etcd_client *c, uint64_t epoch);
  * both.  -EOVERFLOW past FL__ETCD_EPOCH_LIMIT - 1. */
 int fl__etcd_epoch_bump(struct fl__etcd_client *c, uint64_t at_least, uint64_t *before,
                         uint64_t *after);
-/* The history check of a kv answer (rp->revision), against the mark
- * seen_before read before the request was sent (http.c calls it):
- * 0, or -ENOTRECOVERABLE. */
+/* The history mark and check of a kv answer (rp->revision), against the
+ * mark seen_before read before the request was sent (http.c calls it): the
+ * mark is raised; with guard, an answer below it under the same epoch is
+ * -ENOTRECOVERABLE unless the epoch was bumped meanwhile. */
 int fl__etcd_history_check(struct fl__etcd_client *c, struct fl__etcd_reply *rp,
-                           uint64_t seen_before);
+                           uint64_t seen_before, bool guard);
 /* fl__etcd_post without the history check (epoch.c's own reads). */
 int fl__etcd_post_nocheck(struct fl__etcd_client *c, const char *path, const char *op,
                           json_t *req, unsigned flags, struct fl__etcd_reply *rp);

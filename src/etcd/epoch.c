@@ -26,10 +26,12 @@
  * A client that was running across the restore does not wait for the
  * operator: every linearizable kv answer carries the cluster's revision,
  * and the client keeps the greatest epoch << 40 | revision it has seen (the
- * history mark).  An answer below the mark taken before the request was sent
- * means the cluster went back; the client then reads the epoch again, and if
- * it was not bumped the call fails with -ENOTRECOVERABLE ("fail closed")
- * rather than hand out a token not greater than one it has seen.  A client
+ * history mark).  An acquire whose answer is below the mark taken before
+ * its request was sent (FL__ETCD_GUARD) means the cluster went back; the
+ * client then reads the epoch again, and if it was not bumped the acquire
+ * fails with -ENOTRECOVERABLE ("fail closed") rather than hand out a token
+ * not greater than one it has seen.  Other answers only raise the mark: a
+ * commit or a read on a restored cluster is what etcd's data says.  A client
  * started after the restore has seen nothing: only the bump protects it.
  */
 #include <errno.h>
@@ -127,7 +129,7 @@ static void fl__mark_raise(struct fl__etcd_client *c, uint64_t mark)
 }
 
 int fl__etcd_history_check(struct fl__etcd_client *c, struct fl__etcd_reply *rp,
-                           uint64_t seen_before)
+                           uint64_t seen_before, bool guard)
 {
     uint64_t epoch = atomic_load_explicit(&c->epoch, memory_order_relaxed);
     uint64_t rev = rp->revision;
@@ -138,6 +140,8 @@ int fl__etcd_history_check(struct fl__etcd_client *c, struct fl__etcd_reply *rp,
         fl__mark_raise(c, mark);
         return 0;
     }
+    if (!guard)
+        return 0; /* only an answer that numbers a token must not be below */
     /* Below what was seen before the request left.  Either the epoch was
      * bumped (after a restore: revisions restart lower under a greater
      * epoch) and this client has not read it yet, or the cluster went back
@@ -246,7 +250,8 @@ int fl__etcd_epoch_bump(struct fl__etcd_client *c, uint64_t at_least, uint64_t *
                                                  NULL),
                                    NULL);
         struct fl__etcd_reply rp;
-        err = fl__etcd_post_nocheck(c, "/v3/kv/txn", "txn bump epoch", req, 0, &rp);
+        err = fl__etcd_post_nocheck(c, "/v3/kv/txn", "txn bump epoch", req, FL__ETCD_ONCE,
+                                    &rp);
         json_decref(req);
         if (err == -EREMOTEIO)
             err = fl__etcd_refusal(&rp);

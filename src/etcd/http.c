@@ -21,6 +21,13 @@
  * After a timeout the preferred endpoint moves on, so that the next request
  * does not wait on the same dead member first.
  *
+ * curl itself sends a request again, on a new connection, when a kept-alive
+ * connection turns out dead before any byte of the answer came: harmless
+ * for reads and for writes that recognise their own repetition, but a
+ * commit, a release or an epoch bump applied twice would answer as if
+ * someone else had got there first.  Those (FL__ETCD_ONCE) go on a fresh
+ * connection, which curl never retries.
+ *
  * Proxies: none, whatever the environment says (CURLOPT_PROXY ""); a lock
  * service reached through a proxy that retries or caches requests would
  * lose the answer classes above.
@@ -308,6 +315,9 @@ static int fl__post_raw(struct fl__etcd_client *c, const char *path, const char 
         free(body);
         return fl__etcd_fail(-ENOMEM, "etcd %s: cannot make a curl handle", op);
     }
+    /* A request that must not take effect twice goes on a connection of
+     * its own: curl resends a request by itself only on a kept-alive one. */
+    curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, (flags & FL__ETCD_ONCE) ? 1L : 0L);
     unsigned n = c->uri.n;
     /* relaxed: a hint (see client.h) */
     unsigned first = atomic_load_explicit(&c->current, memory_order_relaxed) % n;
@@ -373,7 +383,7 @@ int fl__etcd_post(struct fl__etcd_client *c, const char *path, const char *op, j
      * compared with what was seen before it was asked (epoch.c). */
     uint64_t seen_before = atomic_load_explicit(&c->seen, memory_order_acquire);
     int err = fl__post_raw(c, path, op, req, flags, rp);
-    if (err || !(flags & FL__ETCD_KV))
+    if (err || !(flags & (FL__ETCD_KV | FL__ETCD_GUARD)))
         return err;
     json_t *hdr = NULL;
     err = fl__etcd_obj(rp, rp->body, "header", &hdr);
@@ -383,7 +393,7 @@ int fl__etcd_post(struct fl__etcd_client *c, const char *path, const char *op, j
         err = fl__etcd_fail(-EPROTO, "etcd %s %s: the answer has no header.revision",
                             rp->endpoint, op);
     if (!err) /* the check may read the epoch again (never with FL__ETCD_KV) */
-        err = fl__etcd_history_check(c, rp, seen_before);
+        err = fl__etcd_history_check(c, rp, seen_before, (flags & FL__ETCD_GUARD) != 0);
     if (err)
         fl__etcd_reply_free(rp);
     return err;

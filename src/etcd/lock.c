@@ -417,7 +417,7 @@ static int fl__acquire_txn(struct fl__etcd *e, const struct fl__keys *k, uint64_
                       fl__etcd_op_range(k->epoch, k->epoch_len), NULL));
     struct fl__etcd_reply rp;
     int err = fl__etcd_post(&e->c, "/v3/kv/txn", "acquire txn", req,
-                            FL__ETCD_REPEATABLE | FL__ETCD_KV, &rp);
+                            FL__ETCD_REPEATABLE | FL__ETCD_GUARD, &rp);
     json_decref(req);
     if (err == -EREMOTEIO && rp.grpc_code == 5) {
         err = 1; /* "requested lease not found": our lease ran out first */
@@ -799,7 +799,7 @@ static int fl__release_as(struct fl__etcd *e, const char *key, uint64_t token, u
         fl__etcd_list(fl__etcd_op_txn(inner), NULL));
     struct fl__etcd_reply rp;
     int err = fl__etcd_post(&e->c, "/v3/kv/txn", "release txn", req,
-                            FL__ETCD_REPEATABLE | FL__ETCD_KV, &rp);
+                            FL__ETCD_REPEATABLE | FL__ETCD_KV | FL__ETCD_ONCE, &rp);
     json_decref(req);
     if (err == -EREMOTEIO)
         err = fl__etcd_refusal(&rp);

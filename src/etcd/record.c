@@ -138,7 +138,8 @@ static int fl__commit_txn(struct fl__etcd *e, const char *key, size_t klen, uint
             fl__etcd_list(fl__etcd_op_txn(req), NULL), NULL);
     struct fl__etcd_reply rp;
     /* Never repeated (see the top of the file). */
-    int err = fl__etcd_post(&e->c, "/v3/kv/txn", "commit txn", req, FL__ETCD_KV, &rp);
+    int err = fl__etcd_post(&e->c, "/v3/kv/txn", "commit txn", req,
+                            FL__ETCD_KV | FL__ETCD_ONCE, &rp);
     json_decref(req);
     if (err == -EAGAIN) {
         char why[512];
