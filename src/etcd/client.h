@@ -231,8 +231,9 @@ json_t *fl__etcd_op_delete(const void *key, size_t klen, bool prev_kv);
 json_t *fl__etcd_op_txn(json_t *txn);
 /* A Txn: compare, success, failure are arrays (stolen; NULL: an empty one). */
 json_t *fl__etcd_txn(json_t *compare, json_t *success, json_t *failure);
-/* An array of the given new references, NULL-terminated (stolen). */
+/* An array of the given new references, ended by FL__ETCD_END (stolen). */
 json_t *fl__etcd_list(json_t *first, ...);
+#define FL__ETCD_END ((json_t *)NULL) /* a typed end: a bare NULL may be an int */
 
 /* ---- leases ---- */
 /* Grant a lease of ttl seconds: *id and *granted (the TTL etcd gave: never

@@ -179,9 +179,9 @@ int fl__etcd_epoch_load(struct fl__etcd_client *c, bool create, uint64_t *epoch)
         /* The first client of a prefix makes epoch 1; a racing one reads it.
          * Repeatable: a repeated creation fails its compare and reads. */
         json_t *req = fl__etcd_txn(
-            fl__etcd_list(fl__etcd_cmp_rev(key, klen, "CREATE", "EQUAL", 0), NULL),
-            fl__etcd_list(fl__etcd_op_put(key, klen, "1", 1, 0, false), NULL),
-            fl__etcd_list(fl__etcd_op_range(key, klen), NULL));
+            fl__etcd_list(fl__etcd_cmp_rev(key, klen, "CREATE", "EQUAL", 0), FL__ETCD_END),
+            fl__etcd_list(fl__etcd_op_put(key, klen, "1", 1, 0, false), FL__ETCD_END),
+            fl__etcd_list(fl__etcd_op_range(key, klen), FL__ETCD_END));
         struct fl__etcd_reply rp;
         err = fl__etcd_post_nocheck(c, "/v3/kv/txn", "txn create epoch", req,
                                     FL__ETCD_REPEATABLE, &rp);
@@ -244,10 +244,10 @@ int fl__etcd_epoch_bump(struct fl__etcd_client *c, uint64_t at_least, uint64_t *
          * caller sees -EAGAIN and reads the epoch to learn). */
         json_t *cmp = e ? fl__etcd_cmp_rev(key, klen, "MOD", "EQUAL", mod_rev)
                         : fl__etcd_cmp_rev(key, klen, "CREATE", "EQUAL", 0);
-        json_t *req = fl__etcd_txn(fl__etcd_list(cmp, NULL),
+        json_t *req = fl__etcd_txn(fl__etcd_list(cmp, FL__ETCD_END),
                                    fl__etcd_list(fl__etcd_op_put(key, klen, text, (size_t)tlen, 0,
                                                                  false),
-                                                 NULL),
+                                                 FL__ETCD_END),
                                    NULL);
         struct fl__etcd_reply rp;
         err = fl__etcd_post_nocheck(c, "/v3/kv/txn", "txn bump epoch", req, FL__ETCD_ONCE,

@@ -120,7 +120,7 @@ int fl__etcd_region_info(struct fl__etcd *e, fl_region_info *info)
         char name[FL_KEY_MAX + 1];
         if (!fl__name_of(e, "lock", &locks[i], name))
             continue;
-        struct fl__etcd_snap_lock probe, *l;
+        struct fl__etcd_snap_lock probe = {0}, *l;
         snprintf(probe.key, sizeof probe.key, "%s", name);
         l = bsearch(&probe, s->locks, base, sizeof *s->locks, fl__by_key);
         if (!l) {

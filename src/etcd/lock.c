@@ -142,10 +142,9 @@ static int fl__intern(struct fl__etcd *e, const char *key, size_t len, uint32_t 
                        e->c.uri.prefix, FL__ETCD_KEYS_MAX);
         goto out;
     }
-    err = -ENOMEM;
     if (e->nkeys == e->kcap) {
         uint32_t cap = e->kcap ? e->kcap * 2 : 16;
-        struct fl__etcd_key **keys = realloc(e->keys, cap * sizeof *keys);
+        struct fl__etcd_key **keys = realloc(e->keys, cap * sizeof(struct fl__etcd_key *));
         if (!keys)
             goto nomem;
         e->keys = keys;
@@ -410,11 +409,11 @@ static int fl__acquire_txn(struct fl__etcd *e, const struct fl__keys *k, uint64_
     int mvn = snprintf(mv, sizeof mv, "H %" PRIu64, epoch);
     json_t *req = fl__etcd_txn(
         fl__etcd_list(fl__etcd_cmp_rev(k->lock, k->lock_len, "CREATE", "EQUAL", 0),
-                      fl__etcd_cmp_value(k->epoch, k->epoch_len, "EQUAL", ev, (size_t)evn), NULL),
+                      fl__etcd_cmp_value(k->epoch, k->epoch_len, "EQUAL", ev, (size_t)evn), FL__ETCD_END),
         fl__etcd_list(fl__etcd_op_put(k->lock, k->lock_len, lv, (size_t)lvn, lease, false),
-                      fl__etcd_op_put(k->last, k->last_len, mv, (size_t)mvn, 0, true), NULL),
+                      fl__etcd_op_put(k->last, k->last_len, mv, (size_t)mvn, 0, true), FL__ETCD_END),
         fl__etcd_list(fl__etcd_op_range(k->lock, k->lock_len),
-                      fl__etcd_op_range(k->epoch, k->epoch_len), NULL));
+                      fl__etcd_op_range(k->epoch, k->epoch_len), FL__ETCD_END));
     struct fl__etcd_reply rp;
     int err = fl__etcd_post(&e->c, "/v3/kv/txn", "acquire txn", req,
                             FL__ETCD_REPEATABLE | FL__ETCD_GUARD, &rp);
@@ -787,16 +786,16 @@ static int fl__release_as(struct fl__etcd *e, const char *key, uint64_t token, u
     json_t *inner = fl__etcd_txn(
         fl__etcd_list(fl__etcd_cmp_rev(k.lock, k.lock_len, "CREATE", "EQUAL", 0),
                       fl__etcd_cmp_rev(k.last, k.last_len, "MOD", "EQUAL", r),
-                      fl__etcd_cmp_value(k.last, k.last_len, "EQUAL", hv, (size_t)hvn), NULL),
-        fl__etcd_list(fl__etcd_op_put(k.last, k.last_len, mv, (size_t)mvn, 0, false), NULL),
+                      fl__etcd_cmp_value(k.last, k.last_len, "EQUAL", hv, (size_t)hvn), FL__ETCD_END),
+        fl__etcd_list(fl__etcd_op_put(k.last, k.last_len, mv, (size_t)mvn, 0, false), FL__ETCD_END),
         fl__etcd_list(fl__etcd_op_range(k.lock, k.lock_len),
-                      fl__etcd_op_range(k.last, k.last_len), NULL));
+                      fl__etcd_op_range(k.last, k.last_len), FL__ETCD_END));
     json_t *req = fl__etcd_txn(
         fl__etcd_list(fl__etcd_cmp_rev(k.lock, k.lock_len, "CREATE", "EQUAL", r),
-                      fl__etcd_cmp_lease(k.lock, k.lock_len, "EQUAL", lease), NULL),
+                      fl__etcd_cmp_lease(k.lock, k.lock_len, "EQUAL", lease), FL__ETCD_END),
         fl__etcd_list(fl__etcd_op_delete(k.lock, k.lock_len, true),
-                      fl__etcd_op_put(k.last, k.last_len, mv, (size_t)mvn, 0, false), NULL),
-        fl__etcd_list(fl__etcd_op_txn(inner), NULL));
+                      fl__etcd_op_put(k.last, k.last_len, mv, (size_t)mvn, 0, false), FL__ETCD_END),
+        fl__etcd_list(fl__etcd_op_txn(inner), FL__ETCD_END));
     struct fl__etcd_reply rp;
     int err = fl__etcd_post(&e->c, "/v3/kv/txn", "release txn", req,
                             FL__ETCD_REPEATABLE | FL__ETCD_KV | FL__ETCD_ONCE, &rp);
@@ -944,9 +943,9 @@ int fl__etcd_renew(struct fl__etcd *e, struct fl__etcd_lease *l, uint64_t lease_
     }
     json_t *req = fl__etcd_txn(
         fl__etcd_list(fl__etcd_cmp_rev(k.lock, k.lock_len, "CREATE", "EQUAL", fl__rev(l->token)),
-                      fl__etcd_cmp_lease(k.lock, k.lock_len, "EQUAL", lease), NULL),
-        fl__etcd_list(fl__etcd_op_put_lease(k.lock, k.lock_len, lease2), NULL),
-        fl__etcd_list(fl__etcd_op_range(k.lock, k.lock_len), NULL));
+                      fl__etcd_cmp_lease(k.lock, k.lock_len, "EQUAL", lease), FL__ETCD_END),
+        fl__etcd_list(fl__etcd_op_put_lease(k.lock, k.lock_len, lease2), FL__ETCD_END),
+        fl__etcd_list(fl__etcd_op_range(k.lock, k.lock_len), FL__ETCD_END));
     struct fl__etcd_reply rp;
     err = fl__etcd_post(&e->c, "/v3/kv/txn", "renew txn", req, FL__ETCD_REPEATABLE | FL__ETCD_KV,
                         &rp);

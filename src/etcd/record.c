@@ -124,18 +124,18 @@ static int fl__commit_txn(struct fl__etcd *e, const char *key, size_t klen, uint
     memcpy(upper + klen + 1, digits, FL__ETCD_TOKEN_DIGITS);
     json_t *inner = fl__etcd_txn(
         fl__etcd_list(fl__etcd_cmp_value(rec, rec_len, "GREATER", upper, klen + 1),
-                      fl__etcd_cmp_value(rec, rec_len, "LESS", upper, hdr), NULL),
-        fl__etcd_list(fl__etcd_op_put(rec, rec_len, value, hdr + len, 0, false), NULL),
-        fl__etcd_list(fl__etcd_op_range(rec, rec_len), NULL));
+                      fl__etcd_cmp_value(rec, rec_len, "LESS", upper, hdr), FL__ETCD_END),
+        fl__etcd_list(fl__etcd_op_put(rec, rec_len, value, hdr + len, 0, false), FL__ETCD_END),
+        fl__etcd_list(fl__etcd_op_range(rec, rec_len), FL__ETCD_END));
     json_t *req = fl__etcd_txn(
-        fl__etcd_list(fl__etcd_cmp_rev(rec, rec_len, "CREATE", "EQUAL", 0), NULL),
-        fl__etcd_list(fl__etcd_op_put(rec, rec_len, value, hdr + len, 0, false), NULL),
-        fl__etcd_list(fl__etcd_op_txn(inner), NULL));
+        fl__etcd_list(fl__etcd_cmp_rev(rec, rec_len, "CREATE", "EQUAL", 0), FL__ETCD_END),
+        fl__etcd_list(fl__etcd_op_put(rec, rec_len, value, hdr + len, 0, false), FL__ETCD_END),
+        fl__etcd_list(fl__etcd_op_txn(inner), FL__ETCD_END));
     free(value);
     if (req && mark_rev)
         req = fl__etcd_txn(
-            fl__etcd_list(fl__etcd_cmp_rev(last, last_len, "MOD", "EQUAL", mark_rev), NULL),
-            fl__etcd_list(fl__etcd_op_txn(req), NULL), NULL);
+            fl__etcd_list(fl__etcd_cmp_rev(last, last_len, "MOD", "EQUAL", mark_rev), FL__ETCD_END),
+            fl__etcd_list(fl__etcd_op_txn(req), FL__ETCD_END), NULL);
     struct fl__etcd_reply rp;
     /* Never repeated (see the top of the file). */
     int err = fl__etcd_post(&e->c, "/v3/kv/txn", "commit txn", req,

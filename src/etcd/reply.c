@@ -319,20 +319,17 @@ json_t *fl__etcd_list(json_t *first, ...)
 size_t fl__etcd_key(const struct fl__etcd_client *c, const char *kind, const void *name,
                     size_t name_len, char buf[FL__ETCD_KEY_MAX])
 {
-    size_t n = 0;
-    memcpy(buf, c->uri.prefix, c->uri.prefix_len);
-    n += c->uri.prefix_len;
-    buf[n++] = '/';
-    if (kind) {
-        size_t k = strlen(kind);
-        memcpy(buf + n, kind, k);
-        n += k;
-        buf[n++] = '/';
-    }
-    if (name_len > FL__ETCD_KEY_MAX - n)
-        name_len = FL__ETCD_KEY_MAX - n; /* callers pass names of at most FL_KEY_MAX */
-    memcpy(buf + n, name, name_len);
-    return n + name_len;
+    /* PREFIX/ and kind/: at most FL__ETCD_PREFIX_MAX + 8 bytes (uri.c, and
+     * the layout's kinds). */
+    int n = kind ? snprintf(buf, FL__ETCD_KEY_MAX, "%s/%s/", c->uri.prefix, kind)
+                 : snprintf(buf, FL__ETCD_KEY_MAX, "%s/", c->uri.prefix);
+    /* n <= FL__ETCD_PREFIX_MAX + 8, and callers pass names of at most
+     * FL_KEY_MAX bytes: they fit; clamp anyway. */
+    size_t room = FL__ETCD_KEY_MAX - FL__ETCD_PREFIX_MAX - 8;
+    if (name_len > room)
+        name_len = room;
+    memcpy(buf + n, name, name_len); /* a key: bytes with a length, no NUL */
+    return (size_t)n + name_len;
 }
 
 /* ---- leases ---- */
