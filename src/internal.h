@@ -16,6 +16,7 @@
 
 #include "fencelock.h"
 #include "format.h"
+#include "proto.h"
 
 /* Sizes the code would otherwise repeat as bare numbers. */
 #define FL__NS_PER_S 1000000000ull
@@ -300,37 +301,7 @@ void fl__client_goodbye(fl_region *r);
 /* Socket path of a region: path + ".sock". */
 int fl__socket_path(const char *region_path, char *buf, size_t cap);
 
-/* Registration protocol (fixed-size messages on a SOCK_SEQPACKET socket). */
-#define FL__HELLO_MAGIC 0x31434c46u /* "FLC1" */
-#define FL__REPLY_MAGIC 0x31534c46u /* "FLS1" */
-#define FL__GOODBYE_MAGIC 0x31424c46u /* "FLB1" */
-#define FL__PROTO_VERSION 1u
-struct fl__hello {
-    uint32_t magic;
-    uint32_t version;
-    uint32_t pid;      /* informational: the client's own view of its pid */
-    uint32_t reserved;
-};
-/* Refusal statuses: -EUSERS the client table is full; -EMFILE the supervisor
- * is out of file descriptors (the client's fl_open returns -EUSERS for both,
- * fl_last_error() says which); -EPROTO, -EPROTONOSUPPORT a bad hello. */
-struct fl__reply {
-    uint32_t magic;
-    int32_t status;    /* 0 or -errno */
-    uint32_t client;   /* client table index */
-    uint32_t flags;    /* FL__REPLY_*; 0 from supervisors older than the flag */
-    uint64_t client_id;
-    uint64_t dev, ino; /* the region file the supervisor serves */
-};
-#define FL__REPLY_TAKES_GOODBYE 0x1u /* send a goodbye before a clean close */
-/* A clean close, sent by fl_close (fl__client_goodbye) on the registration
- * socket just before it shuts the socket down.  Without it the end of the
- * connection is a death ("died" in the log), whatever /proc still shows. */
-struct fl__goodbye {
-    uint32_t magic;
-    uint32_t reserved;  /* 0 */
-    uint64_t client_id; /* the id the reply assigned */
-};
+/* The registration protocol: proto.h. */
 
 /* ---- keepalive.c ---- */
 /* Stop the handle's keepalive thread (fl_close). */
@@ -354,19 +325,6 @@ struct fl__event_reader {
 typedef void (*fl__event_fn)(void *ctx, const struct fl__event_data *d);
 /* Supervisor: hand every published event to fn, in order.  Returns how many. */
 uint32_t fl__events_drain(fl_region *r, struct fl__event_reader *rd, fl__event_fn fn, void *ctx);
-
-/* ---- proto.c ---- */
-/* Parse a hello from untrusted bytes: 0, -EPROTO or -EPROTONOSUPPORT, with
- * the reason in why. */
-int fl__hello_parse(const void *buf, size_t n, struct fl__hello *out, char *why, size_t whycap);
-/* Parse a supervisor's reply: 0 or -EPROTO (reason in why); out->status may
- * itself be a refusal (negative errno). */
-int fl__reply_parse(const void *buf, size_t n, uint32_t client_capacity, struct fl__reply *out,
-                    char *why, size_t whycap);
-/* Parse a message from a registered client (a goodbye): 0 or -EPROTO with
- * the reason in why.  The caller compares client_id with its table. */
-int fl__goodbye_parse(const void *buf, size_t n, struct fl__goodbye *out, char *why,
-                      size_t whycap);
 
 /* ---- record.c ---- */
 /* Release staging buffers of a dead client and publish those its commit had
