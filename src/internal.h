@@ -339,6 +339,11 @@ void fl__keepalive_shutdown(fl_region *r);
 _Static_assert(FL__OP_COMMIT == FL_OP_COMMIT && FL__OP_STRICT_COMMIT == FL_OP_STRICT_COMMIT &&
                    FL__OP_RENEW == FL_OP_RENEW && FL__OP_RELEASE == FL_OP_RELEASE,
                "the log and the inspection API name operations alike");
+_Static_assert(FL__RUN_NEVER == FL_RUN_NEVER && FL__RUN_RUNNING == FL_RUN_STARTED &&
+                   FL__RUN_CLEAN == FL_RUN_CLEAN,
+               "fl_region_info.run_state is the header's run_state, copied as it is");
+_Static_assert(FL__BOOT_ID_SIZE == FL_BOOT_ID_SIZE,
+               "fl_region_info.boot_id is the header's boot_id, copied as it is");
 
 /* ---- events.c ---- */
 struct fl__event_data {

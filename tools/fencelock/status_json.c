@@ -91,10 +91,10 @@ void json_region(FILE *f, const struct snapshot *s)
     j_u64(&j, "token_epoch_shift", FL_TOKEN_EPOCH_SHIFT);
     j_u64(&j, "supervisor_pid", g->supervisor_pid);
     j_bool(&j, "supervisor_alive", s->supervisor_alive);
-    j_str(&j, "last_run", g->run_state == 2   ? "clean_shutdown"
-                          : g->run_state == 1 ? (s->supervisor_alive ? "running"
-                                                                     : "unclean_shutdown")
-                                              : "never_served");
+    j_str(&j, "last_run", g->run_state == FL_RUN_CLEAN ? "clean_shutdown"
+                          : g->run_state == FL_RUN_STARTED
+                              ? (s->supervisor_alive ? "running" : "unclean_shutdown")
+                              : "never_served");
     j_u64(&j, "started_unix_ns", g->started_unix_ns);
     j_u64(&j, "clean_unix_ns", g->clean_unix_ns);
     j_str(&j, "boot_id", g->boot_id);

@@ -92,7 +92,7 @@ static void print_region(FILE *f, const struct snapshot *s)
                          : "an earlier boot: its leases are void until fencelockd adopts it");
     if (s->supervisor_alive)
         fprintf(f, "  Supervisor:   pid %" PRIu32 ", running\n", g->supervisor_pid);
-    else if (g->run_state == 0)
+    else if (g->run_state == FL_RUN_NEVER)
         fprintf(f, "  Supervisor:   none has served this region\n");
     else
         fprintf(f,
@@ -105,8 +105,9 @@ static void print_region(FILE *f, const struct snapshot *s)
     if (g->clean_unix_ns) {
         format_local_time(g->clean_unix_ns, when, sizeof when);
         fprintf(f, "  Clean stop:   %s%s\n", when,
-                g->run_state == 2 ? "" : " (the run since then has not stopped cleanly)");
-    } else if (g->run_state != 0) {
+                g->run_state == FL_RUN_CLEAN ? ""
+                                             : " (the run since then has not stopped cleanly)");
+    } else if (g->run_state != FL_RUN_NEVER) {
         fprintf(f, "  Clean stop:   never\n");
     }
     fprintf(f, "  Ready:        %s\n",
