@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* duration.c - the one duration parser of every fencelock program; see duration.h. */
+/* duration.c - the one duration parser and formatter of every fencelock program; see duration.h. */
 #include "duration.h"
 
 #include <stdbool.h>
@@ -11,6 +11,7 @@
 #define NS_PER_S 1000000000ull
 #define NS_PER_M (60ull * NS_PER_S)
 #define NS_PER_H (60ull * NS_PER_M)
+#define NS_PER_D (24ull * NS_PER_H)
 
 static bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -117,10 +118,8 @@ static void format_decimal(unsigned long long whole, unsigned long long rest, in
     snprintf(buf, cap, "%llu.%s%s", whole, frac, unit);
 }
 
-void cli_format_duration(uint64_t ns, char *buf, size_t cap)
+static void format_exact(uint64_t ns, char *buf, size_t cap)
 {
-    if (cap == 0)
-        return;
     if (ns == 0) {
         snprintf(buf, cap, "0");
     } else if (ns % NS_PER_M == 0) {
@@ -130,4 +129,40 @@ void cli_format_duration(uint64_t ns, char *buf, size_t cap)
     } else {
         format_decimal(ns / NS_PER_MS, ns % NS_PER_MS, 6, "ms", buf, cap);
     }
+}
+
+/* Two fields of a larger and a smaller unit: 4m05s, 2h03m, 3d04h. */
+static void format_two(uint64_t ns, uint64_t big, const char *big_unit, uint64_t small,
+                       const char *small_unit, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%llu%s%02llu%s", (unsigned long long)(ns / big), big_unit,
+             (unsigned long long)(ns % big / small), small_unit);
+}
+
+static void format_brief(uint64_t ns, char *buf, size_t cap)
+{
+    if (ns < NS_PER_US)
+        snprintf(buf, cap, "<1us");
+    else if (ns < NS_PER_MS)
+        snprintf(buf, cap, "%lluus", (unsigned long long)(ns / NS_PER_US));
+    else if (ns < NS_PER_S)
+        snprintf(buf, cap, "%llums", (unsigned long long)(ns / NS_PER_MS));
+    else if (ns < NS_PER_M) /* hundredths of a second */
+        format_decimal(ns / NS_PER_S, ns % NS_PER_S / (NS_PER_S / 100), 2, "s", buf, cap);
+    else if (ns < NS_PER_H)
+        format_two(ns, NS_PER_M, "m", NS_PER_S, "s", buf, cap);
+    else if (ns < NS_PER_D)
+        format_two(ns, NS_PER_H, "h", NS_PER_M, "m", buf, cap);
+    else
+        format_two(ns, NS_PER_D, "d", NS_PER_H, "h", buf, cap);
+}
+
+void cli_format_duration(uint64_t ns, enum cli_duration_style style, char *buf, size_t cap)
+{
+    if (cap == 0)
+        return;
+    if (style == CLI_DURATION_BRIEF)
+        format_brief(ns, buf, cap);
+    else
+        format_exact(ns, buf, cap);
 }

@@ -294,7 +294,7 @@ static int check_lease(const char *text, uint64_t lease_ns)
     char shown[256], limit[32];
     fl__keytext(text, shown, sizeof shown);
     if (lease_ns < MIN_LEASE_NS) {
-        cli_format_duration(MIN_LEASE_NS, limit, sizeof limit);
+        cli_format_duration(MIN_LEASE_NS, CLI_DURATION_EXACT, limit, sizeof limit);
         return run_usage_error("--lease '%s': a lease must be at least %s (renewal cannot keep "
                                "a shorter one on a loaded machine)",
                                shown, limit);
@@ -303,7 +303,7 @@ static int check_lease(const char *text, uint64_t lease_ns)
     uint64_t room = now < LEASE_DEADLINE_LIMIT_NS ? LEASE_DEADLINE_LIMIT_NS - now : 0;
     uint64_t max = room / (60ull * 1000000000ull) * (60ull * 1000000000ull);
     if (lease_ns > max) {
-        cli_format_duration(max, limit, sizeof limit);
+        cli_format_duration(max, CLI_DURATION_EXACT, limit, sizeof limit);
         return run_usage_error("--lease '%s': longer than a region can record: at most %s now "
                                "(lease deadlines are microseconds of the monotonic clock below "
                                "2^48, about 8.9 years after boot)",
@@ -815,7 +815,7 @@ static void kill_all(struct runner *rn)
 static void send_kill(struct runner *rn)
 {
     char grace[32];
-    cli_format_duration(rn->o->kill_after_ns, grace, sizeof grace);
+    cli_format_duration(rn->o->kill_after_ns, CLI_DURATION_EXACT, grace, sizeof grace);
     int alive = count_alive(rn);
     if (alive > 0)
         signal_all(rn, SIGKILL, false); /* first: the report may block or fail */
@@ -1123,7 +1123,7 @@ static int acquire(struct runner *rn)
         say("'%s' is held by another process (not waiting)", shown);
         return o->conflict_exit;
     case -ETIMEDOUT:
-        cli_format_duration((uint64_t)o->wait_ns, waited, sizeof waited);
+        cli_format_duration((uint64_t)o->wait_ns, CLI_DURATION_EXACT, waited, sizeof waited);
         say("'%s' is still held after waiting %s", shown, waited);
         return o->conflict_exit;
     case -EPROTO:

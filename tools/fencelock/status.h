@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "duration.h"
 #include "fencelock.h"
 #include "keytext.h"
 #include "status_unreg.h"
@@ -171,7 +172,6 @@ void column_text(const struct status_column *col, const void *row, char *buf, si
 /* Room for any table cell. */
 #define CELL_MAX (ESCAPED_MAX + 8)
 
-void format_duration(uint64_t ns, char *buf, size_t cap);
 void format_size(uint64_t bytes, char *buf, size_t cap);
 void format_local_time(uint64_t unix_ns, char *buf, size_t cap);
 void format_utc_time(uint64_t unix_ns, char *buf, size_t cap);

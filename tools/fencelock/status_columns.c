@@ -10,8 +10,8 @@
  * and the JSON document (status_json.c) are both drawn from these entries,
  * in their order, so a new field of fencelock.h is one line here.
  *
- * Also here: how values are written for people (durations, sizes, times,
- * keys as escaped bytes), shared by every view.
+ * Also here: how values are written for people (sizes, times, keys as
+ * escaped bytes; durations by src/common/duration.c), shared by every view.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -22,46 +22,6 @@
 #include "status.h"
 
 /* ---- values for people ------------------------------------------------------ */
-
-/* Drop trailing zeros of a decimal fraction: "1.50" -> "1.5", "2.00" -> "2". */
-static void trim_fraction(char *s)
-{
-    char *dot = strchr(s, '.');
-    if (!dot)
-        return;
-    char *end = s + strlen(s);
-    while (end > dot + 1 && end[-1] == '0')
-        end--;
-    if (end == dot + 1)
-        end = dot;
-    *end = '\0';
-}
-
-/* A duration in the largest fitting unit, truncated (never overstated):
- * 850us, 300ms, 1.25s, 4m05s, 2h03m, 3d04h. */
-void format_duration(uint64_t ns, char *buf, size_t cap)
-{
-    const uint64_t us = 1000, ms = 1000 * us, s = 1000 * ms, min = 60 * s, h = 60 * min,
-                   d = 24 * h;
-    if (ns < us) {
-        snprintf(buf, cap, "<1us");
-    } else if (ns < ms) {
-        snprintf(buf, cap, "%" PRIu64 "us", ns / us);
-    } else if (ns < s) {
-        snprintf(buf, cap, "%" PRIu64 "ms", ns / ms);
-    } else if (ns < min) {
-        char num[32];
-        snprintf(num, sizeof num, "%" PRIu64 ".%02" PRIu64, ns / s, ns % s / (10 * ms));
-        trim_fraction(num);
-        snprintf(buf, cap, "%ss", num);
-    } else if (ns < h) {
-        snprintf(buf, cap, "%" PRIu64 "m%02" PRIu64 "s", ns / min, ns % min / s);
-    } else if (ns < d) {
-        snprintf(buf, cap, "%" PRIu64 "h%02" PRIu64 "m", ns / h, ns % h / min);
-    } else {
-        snprintf(buf, cap, "%" PRIu64 "d%02" PRIu64 "h", ns / d, ns % d / h);
-    }
-}
 
 void format_size(uint64_t bytes, char *buf, size_t cap)
 {
@@ -145,7 +105,7 @@ void lock_left_text(const fl_lock_info *l, char *buf, size_t cap)
     else if (l->state == FL_LOCK_EXPIRED || l->lease_left_ns <= 0)
         snprintf(buf, cap, "expired");
     else
-        format_duration((uint64_t)l->lease_left_ns, buf, cap);
+        cli_format_duration((uint64_t)l->lease_left_ns, CLI_DURATION_BRIEF, buf, cap);
 }
 
 void column_text(const struct status_column *col, const void *row, char *buf, size_t cap)

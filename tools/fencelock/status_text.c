@@ -81,7 +81,7 @@ static void print_region(FILE *f, const struct snapshot *s)
     format_local_time(g->created_unix_ns, when, sizeof when);
     uint64_t now = wall_clock_ns();
     if (now >= g->created_unix_ns) {
-        format_duration(now - g->created_unix_ns, buf, sizeof buf);
+        cli_format_duration(now - g->created_unix_ns, CLI_DURATION_BRIEF, buf, sizeof buf);
         fprintf(f, "  Created:      %s (%s ago)\n", when, buf);
     } else {
         fprintf(f, "  Created:      %s\n", when); /* the wall clock was set back */

@@ -391,7 +391,7 @@ static void watch_render(FILE *f, const struct watch *w, long rows)
     const fl_region_info *g = &s->region;
     char when[64], every[32], a[32], b[32], c[32], d[32];
     format_local_time(w->unix_ns, when, sizeof when);
-    format_duration(w->interval_ns, every, sizeof every);
+    cli_format_duration(w->interval_ns, CLI_DURATION_BRIEF, every, sizeof every);
     fprintf(f, "fencelock status --watch  %s  every %s  region %s%s\n", when, every, s->path,
             w->tty ? "  (q: quit)" : "");
     if (s->supervisor_alive)
