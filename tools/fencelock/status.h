@@ -26,6 +26,7 @@
 #include "fencelock.h"
 #include "keytext.h"
 #include "status_unreg.h"
+#include "wall_clock.h"
 
 /* ---- the snapshot (status_snapshot.c) ---------------------------------------- */
 
@@ -175,7 +176,6 @@ void column_text(const struct status_column *col, const void *row, char *buf, si
 void format_size(uint64_t bytes, char *buf, size_t cap);
 void format_local_time(uint64_t unix_ns, char *buf, size_t cap);
 void format_utc_time(uint64_t unix_ns, char *buf, size_t cap);
-uint64_t wall_clock_ns(void);
 const char *lock_state_name(int state);
 const char *op_name(uint32_t op);
 const char *last_release_name(const fl_lock_info *l);

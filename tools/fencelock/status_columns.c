@@ -39,13 +39,6 @@ void format_size(uint64_t bytes, char *buf, size_t cap)
     snprintf(buf, cap, "%.1f %s (%" PRIu64 " bytes)", v, units[u], bytes);
 }
 
-uint64_t wall_clock_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts); /* compared with the creation time, display only */
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* A wall-clock time in nanoseconds, for people: local time with its zone. */
 void format_local_time(uint64_t unix_ns, char *buf, size_t cap)
 {

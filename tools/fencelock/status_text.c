@@ -79,7 +79,7 @@ static void print_region(FILE *f, const struct snapshot *s)
     fprintf(f, "  Format:       version %" PRIu32 ", %s\n", g->format_version, buf);
 
     format_local_time(g->created_unix_ns, when, sizeof when);
-    uint64_t now = wall_clock_ns();
+    uint64_t now = fl__wall_clock_ns();
     if (now >= g->created_unix_ns) {
         cli_format_duration(now - g->created_unix_ns, CLI_DURATION_BRIEF, buf, sizeof buf);
         fprintf(f, "  Created:      %s (%s ago)\n", when, buf);

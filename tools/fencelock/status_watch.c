@@ -160,7 +160,7 @@ static int watch_refresh(struct watch *w, fl_region *r, bool *truncated)
     if (rc != CLI_EXIT_OK)
         return rc;
     uint64_t now = monotonic_ns();
-    w->unix_ns = wall_clock_ns();
+    w->unix_ns = fl__wall_clock_ns();
     filter_prefix(s, w->prefix);
 
     free(w->keys);
