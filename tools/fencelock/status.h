@@ -25,6 +25,7 @@
 #include "duration.h"
 #include "fencelock.h"
 #include "keytext.h"
+#include "op_name.h"
 #include "status_unreg.h"
 #include "wall_clock.h"
 
@@ -177,7 +178,6 @@ void format_size(uint64_t bytes, char *buf, size_t cap);
 void format_local_time(uint64_t unix_ns, char *buf, size_t cap);
 void format_utc_time(uint64_t unix_ns, char *buf, size_t cap);
 const char *lock_state_name(int state);
-const char *op_name(uint32_t op);
 const char *last_release_name(const fl_lock_info *l);
 void lock_left_text(const fl_lock_info *l, char *buf, size_t cap);
 

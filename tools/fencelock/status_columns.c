@@ -67,18 +67,6 @@ const char *lock_state_name(int state)
     }
 }
 
-/* The operation named by the inspection structures, or NULL for none. */
-const char *op_name(uint32_t op)
-{
-    switch (op) {
-    case FL_OP_COMMIT: return "commit";
-    case FL_OP_STRICT_COMMIT: return "strict_commit";
-    case FL_OP_RENEW: return "renew";
-    case FL_OP_RELEASE: return "release";
-    default: return NULL;
-    }
-}
-
 /* How the last holding ended, or NULL while held or if never held. */
 const char *last_release_name(const fl_lock_info *l)
 {
@@ -210,10 +198,10 @@ U64_VALUE(lock_busy, fl_lock_info, busy)
 U64_VALUE(lock_timeouts, fl_lock_info, timeouts)
 STR_VALUE(lock_last, fl_lock_info, last_release_name(x))
 U64_VALUE(lock_stale_token, fl_lock_info, last_stale_token)
-DASH_TEXT(lock_stale_token_text, fl_lock_info, last_stale_token, !op_name(x->last_stale_op))
+DASH_TEXT(lock_stale_token_text, fl_lock_info, last_stale_token, !fl__op_name(x->last_stale_op))
 U64_VALUE(lock_stale_pid, fl_lock_info, last_stale_pid)
-DASH_TEXT(lock_stale_pid_text, fl_lock_info, last_stale_pid, !op_name(x->last_stale_op))
-STR_VALUE(lock_stale_op, fl_lock_info, op_name(x->last_stale_op))
+DASH_TEXT(lock_stale_pid_text, fl_lock_info, last_stale_pid, !fl__op_name(x->last_stale_op))
+STR_VALUE(lock_stale_op, fl_lock_info, fl__op_name(x->last_stale_op))
 
 /* In the order of the JSON members; the default columns keep the order the
  * table has always had. */
@@ -281,7 +269,7 @@ U64_VALUE(record_rej_pid, fl_record_info, last_rejected_pid)
 DASH_TEXT(record_rej_pid_text, fl_record_info, last_rejected_pid, x->rejections == 0)
 U64_VALUE(record_rej_accepted, fl_record_info, last_rejected_accepted)
 DASH_TEXT(record_rej_accepted_text, fl_record_info, last_rejected_accepted, x->rejections == 0)
-STR_VALUE(record_rej_op, fl_record_info, op_name(x->last_rejected_op))
+STR_VALUE(record_rej_op, fl_record_info, fl__op_name(x->last_rejected_op))
 U64_VALUE(record_repeats, fl_record_info, repeats)
 BOOL_VALUE(record_unvouched, fl_record_info, unvouched)
 
