@@ -7,11 +7,13 @@
 #ifndef FL_TOOL_CLI_H
 #define FL_TOOL_CLI_H
 
+#include "usage.h"
+
 /* Exit statuses, documented in the usage text; scripts depend on them. */
 enum {
     CLI_EXIT_OK = 0,
     CLI_EXIT_RUNTIME = 1, /* out of memory, cannot write the output, unexpected library error */
-    CLI_EXIT_USAGE = 2,   /* unknown command or option, missing or extra argument */
+    CLI_EXIT_USAGE = FL__EXIT_USAGE, /* 2: unknown command or option, missing or extra argument */
     CLI_EXIT_REGION = 3,  /* the region is missing, unreadable, corrupt or of another version */
     CLI_EXIT_NO_KEY = 4,  /* status KEY: the region has no such key */
 };
@@ -40,7 +42,9 @@ enum {
  * the output was lost. */
 int cli_finish_stdout(void);
 
-/* A subcommand: argv[0] is its name; returns an exit status. */
+/* A subcommand: argv[0] is its name; returns an exit status.  main.c names
+ * the program "fencelock NAME" (usage.h) before it runs one, so that its
+ * messages and hints name the subcommand. */
 typedef int cli_command_fn(int argc, char **argv);
 
 cli_command_fn status_main;

@@ -10,7 +10,6 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -62,23 +61,6 @@ const char metrics_usage[] =
     "      mv /var/lib/node_exporter/fencelock.prom.$$ /var/lib/node_exporter/fencelock.prom\n"
     "  fencelock metrics | grep '^fencelock_record_rejections_total'\n";
 
-__attribute__((format(printf, 1, 2))) static int metrics_usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("fencelock metrics: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\nTry 'fencelock metrics --help'.\n", stderr);
-    return CLI_EXIT_USAGE;
-}
-
-static const char *library_error(int err)
-{
-    const char *detail = fl_last_error();
-    return detail[0] ? detail : fl_strerror(err);
-}
-
 /* Returns -1 to go on, else the exit status (help shown, or bad usage). */
 static int parse_metrics_args(int argc, char **argv, const char **region)
 {
@@ -94,24 +76,18 @@ static int parse_metrics_args(int argc, char **argv, const char **region)
         switch (c) {
         case 'r':
             if (!optarg[0])
-                return metrics_usage_error("--region: the path is empty");
+                return fl__usage_error("--region: the path is empty");
             *region = optarg;
             break;
         case 'h':
             fputs(metrics_usage, stdout);
             return cli_finish_stdout();
-        case ':':
-            return metrics_usage_error("option '%s' needs an argument", argv[optind - 1]);
-        default:
-            if (optopt == 0)
-                return metrics_usage_error("unknown option '%s'", argv[optind - 1]);
-            if (optopt == 'h')
-                return metrics_usage_error("option '--help' takes no argument");
-            return metrics_usage_error("unknown option '-%c'", optopt);
+        default: /* ':' or '?' */
+            return fl__option_error(c, argv, longopts);
         }
     }
     if (optind < argc)
-        return metrics_usage_error("unexpected argument '%s'", argv[optind]);
+        return fl__usage_error("unexpected argument '%s'", argv[optind]);
     return -1;
 }
 
@@ -135,7 +111,7 @@ static int print_metrics(const char *region, const char *shown)
     r = opened;
     if (err) {
         cli_bus_disarm();
-        fprintf(stderr, "fencelock: %s\n", library_error(err));
+        fprintf(stderr, "fencelock: %s\n", fl__library_error(err));
         return err == -ENOMEM || err == -EMFILE || err == -ENFILE ? CLI_EXIT_RUNTIME
                                                                    : CLI_EXIT_REGION;
     }
@@ -143,7 +119,7 @@ static int print_metrics(const char *region, const char *shown)
     cli_bus_disarm();
     fl_close(r);
     if (err) {
-        fprintf(stderr, "fencelock: reading the region: %s\n", library_error(err));
+        fprintf(stderr, "fencelock: reading the region: %s\n", fl__library_error(err));
         return CLI_EXIT_RUNTIME;
     }
     return cli_finish_stdout();

@@ -41,7 +41,6 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,38 +202,6 @@ struct run_options {
     bool require_supervisor; /* --require-supervisor: never run unregistered */
 };
 
-__attribute__((format(printf, 1, 2))) static int run_usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("fencelock run: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\nTry 'fencelock run --help'.\n", stderr);
-    return CLI_EXIT_USAGE;
-}
-
-__attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("fencelock run: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
-
-/* As in status.c: name what getopt_long rejected. */
-static int unknown_option(char **argv, const struct option *longopts)
-{
-    if (optopt == 0)
-        return run_usage_error("unknown option '%s'", argv[optind - 1]);
-    for (const struct option *o = longopts; o->name; o++)
-        if (o->val == optopt && o->has_arg == no_argument)
-            return run_usage_error("option '--%s' takes no argument", o->name);
-    return run_usage_error("unknown option '-%c'", optopt);
-}
-
 /* text as every message shows a key (src/common/keytext.h). */
 
 /* A KEY on the command line is what the library takes: 1..FL_KEY_MAX bytes,
@@ -244,9 +211,9 @@ static int check_key(const char *key)
     size_t n = strlen(key);
     const char *rule = "a key is 1 to 127 bytes";
     if (n == 0)
-        return run_usage_error("KEY is empty (%s)", rule);
+        return fl__usage_error("KEY is empty (%s)", rule);
     if (n > FL_KEY_MAX)
-        return run_usage_error("KEY is %zu bytes long (%s)", n, rule);
+        return fl__usage_error("KEY is %zu bytes long (%s)", n, rule);
     return -1;
 }
 
@@ -260,7 +227,7 @@ static int parse_exit_code(const char *text, int *out)
     if (p == text || *p || v > 255) {
         char shown[256];
         fl__keytext(text, shown, sizeof shown);
-        return run_usage_error("--conflict-exit-code '%s': not an exit status from 0 to 255",
+        return fl__usage_error("--conflict-exit-code '%s': not an exit status from 0 to 255",
                                shown);
     }
     *out = v;
@@ -275,7 +242,7 @@ static int parse_duration_option(const char *option, const char *text, uint64_t 
         return -1;
     char shown[256];
     fl__keytext(text, shown, sizeof shown);
-    return run_usage_error("%s '%s': %s", option, shown, why);
+    return fl__usage_error("%s '%s': %s", option, shown, why);
 }
 
 static uint64_t now_ns(void)
@@ -295,7 +262,7 @@ static int check_lease(const char *text, uint64_t lease_ns)
     fl__keytext(text, shown, sizeof shown);
     if (lease_ns < MIN_LEASE_NS) {
         cli_format_duration(MIN_LEASE_NS, CLI_DURATION_EXACT, limit, sizeof limit);
-        return run_usage_error("--lease '%s': a lease must be at least %s (renewal cannot keep "
+        return fl__usage_error("--lease '%s': a lease must be at least %s (renewal cannot keep "
                                "a shorter one on a loaded machine)",
                                shown, limit);
     }
@@ -304,7 +271,7 @@ static int check_lease(const char *text, uint64_t lease_ns)
     uint64_t max = room / (60ull * 1000000000ull) * (60ull * 1000000000ull);
     if (lease_ns > max) {
         cli_format_duration(max, CLI_DURATION_EXACT, limit, sizeof limit);
-        return run_usage_error("--lease '%s': longer than a region can record: at most %s now "
+        return fl__usage_error("--lease '%s': longer than a region can record: at most %s now "
                                "(lease deadlines are microseconds of the monotonic clock below "
                                "2^48, about 8.9 years after boot)",
                                shown, limit);
@@ -343,7 +310,7 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
         switch (c) {
         case 'r':
             if (!optarg[0])
-                return run_usage_error("--region: the path is empty");
+                return fl__usage_error("--region: the path is empty");
             o->region = optarg;
             break;
         case 'l':
@@ -370,24 +337,22 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
             break;
         case 'c':
             if (string)
-                return run_usage_error("-c/--command given twice");
+                return fl__usage_error("-c/--command given twice");
             string = optarg;
             break;
         case 'h':
             fputs(run_usage, stdout);
             return cli_finish_stdout();
-        case ':':
-            return run_usage_error("option '%s' needs an argument", argv[optind - 1]);
-        default:
-            return unknown_option(argv, longopts);
+        default: /* ':' or '?' */
+            return fl__option_error(c, argv, longopts);
         }
     }
     if (wait_given && no_wait)
-        return run_usage_error("--wait and --no-wait exclude each other");
+        return fl__usage_error("--wait and --no-wait exclude each other");
     if (no_wait)
         o->wait_ns = 0;
     if (optind >= argc)
-        return run_usage_error("missing KEY and COMMAND: fencelock run KEY COMMAND");
+        return fl__usage_error("missing KEY and COMMAND: fencelock run KEY COMMAND");
     o->key = argv[optind];
     if ((rc = check_key(o->key)) >= 0)
         return rc;
@@ -401,7 +366,7 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
             string = rest[0] + 10;
             rest += 1;
         } else if (!rest[1]) {
-            return run_usage_error("option '%s' needs an argument", rest[0]);
+            return fl__usage_error("option '%s' needs an argument", rest[0]);
         } else {
             string = rest[1];
             rest += 2;
@@ -411,12 +376,12 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
         if (rest[0]) {
             char shown[256];
             fl__keytext(rest[0], shown, sizeof shown);
-            return run_usage_error("unexpected argument '%s': -c STRING and COMMAND exclude "
+            return fl__usage_error("unexpected argument '%s': -c STRING and COMMAND exclude "
                                    "each other",
                                    shown);
         }
         if (!string[0])
-            return run_usage_error("-c: the command STRING is empty");
+            return fl__usage_error("-c: the command STRING is empty");
         o->shell_command[0] = "sh";
         o->shell_command[1] = "-c";
         o->shell_command[2] = (char *)string;
@@ -425,20 +390,20 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
         return -1;
     }
     if (!rest[0])
-        return run_usage_error("missing COMMAND after KEY");
+        return fl__usage_error("missing COMMAND after KEY");
     if (strcmp(rest[0], "--") == 0) {
         rest++;
         if (!rest[0])
-            return run_usage_error("missing COMMAND after '--'");
+            return fl__usage_error("missing COMMAND after '--'");
     } else if (rest[0][0] == '-') {
         char shown[256];
         fl__keytext(rest[0], shown, sizeof shown);
-        return run_usage_error("expected COMMAND after KEY, found '%s' (options go before KEY; "
+        return fl__usage_error("expected COMMAND after KEY, found '%s' (options go before KEY; "
                                "write '--' before a COMMAND that starts with '-')",
                                shown);
     }
     if (!rest[0][0])
-        return run_usage_error("COMMAND is empty");
+        return fl__usage_error("COMMAND is empty");
     o->command = rest;
     return -1;
 }
@@ -465,12 +430,6 @@ struct runner {
     uint64_t kill_at; /* CLOCK_MONOTONIC */
 };
 
-static const char *library_error(int err)
-{
-    const char *detail = fl_last_error();
-    return detail[0] ? detail : fl_strerror(err);
-}
-
 /* Send sig to the command's process group, and to the command itself if it
  * has left the group (setsid, setpgid): each process gets it once. */
 static void signal_command(struct runner *rn, int sig)
@@ -495,7 +454,7 @@ static void exec_command(struct runner *rn, int go_fd, pid_t parent)
     if (setenv("FENCELOCK_KEY", rn->o->key, 1) != 0 ||
         setenv("FENCELOCK_TOKEN", token, 1) != 0 ||
         setenv(FL_REGION_ENV, fl_region_path(rn->r), 1) != 0) {
-        say("cannot set the environment of %s: %s", rn->o->command[0], strerror(errno));
+        fl__say("cannot set the environment of %s: %s", rn->o->command[0], strerror(errno));
         _exit(RUN_EXIT_FAILED);
     }
     /* Wait until the lease is kept alive; EOF means the parent gave up. */
@@ -506,7 +465,7 @@ static void exec_command(struct runner *rn, int go_fd, pid_t parent)
     sigaction(SIGPIPE, &rn->old_pipe, NULL); /* ignored only for our own messages */
     execvp(rn->o->command[0], rn->o->command);
     int e = errno;
-    say("cannot run '%s': %s", rn->o->command[0], strerror(e));
+    fl__say("cannot run '%s': %s", rn->o->command[0], strerror(e));
     _exit(e == ENOENT ? RUN_EXIT_NOT_FOUND : RUN_EXIT_CANNOT_EXEC);
 }
 
@@ -822,11 +781,11 @@ static void send_kill(struct runner *rn)
     rn->kill_sent = true;
     if (rn->term_sent && alive > 0) {
         if (rn->leftovers)
-            say("%d process%s left by %s still running %s after SIGTERM; sending SIGKILL", alive,
-                alive == 1 ? "" : "es", rn->o->command[0], grace);
+            fl__say("%d process%s left by %s still running %s after SIGTERM; sending SIGKILL",
+                    alive, alive == 1 ? "" : "es", rn->o->command[0], grace);
         else
-            say("%s (process group %d) is still running %s after SIGTERM; sending SIGKILL",
-                rn->o->command[0], (int)rn->child, grace);
+            fl__say("%s (process group %d) is still running %s after SIGTERM; sending SIGKILL",
+                    rn->o->command[0], (int)rn->child, grace);
     }
     kill_all(rn);
 }
@@ -854,9 +813,10 @@ static void lease_lost(struct runner *rn, int err)
     if (others > 0)
         snprintf(outside, sizeof outside, " and %d process%s it started outside that group",
                  others, others == 1 ? "" : "es");
-    say("lost the lease of '%s' (token %" PRIu64 ": %s); %s %s (process group %d)%s",
-        rn->o->key_text, rn->lease.token, why, now ? "sending SIGKILL to" : "sending SIGTERM to",
-        rn->o->command[0], (int)rn->child, outside);
+    fl__say("lost the lease of '%s' (token %" PRIu64 ": %s); %s %s (process group %d)%s",
+            rn->o->key_text, rn->lease.token, why,
+            now ? "sending SIGKILL to" : "sending SIGTERM to", rn->o->command[0], (int)rn->child,
+            outside);
     rn->loss_said = true;
     if (now)
         send_kill(rn);
@@ -873,9 +833,9 @@ static void end_leftovers(struct runner *rn, int alive)
         rn->term_sent = true;
         rn->kill_at = now_ns() + rn->o->kill_after_ns;
     }
-    say("%s exited and left %d process%s running; sending %s to %s before releasing '%s'",
-        rn->o->command[0], alive, alive == 1 ? "" : "es", now ? "SIGKILL" : "SIGTERM",
-        alive == 1 ? "it" : "them", rn->o->key_text);
+    fl__say("%s exited and left %d process%s running; sending %s to %s before releasing '%s'",
+            rn->o->command[0], alive, alive == 1 ? "" : "es", now ? "SIGKILL" : "SIGTERM",
+            alive == 1 ? "it" : "them", rn->o->key_text);
     if (now)
         send_kill(rn);
 }
@@ -891,7 +851,7 @@ static int drain_signals(struct runner *rn)
         if (n < 0 && errno == EAGAIN)
             return 0;
         if (n != (ssize_t)sizeof si) {
-            say("cannot read signals: %s", n < 0 ? strerror(errno) : "short read");
+            fl__say("cannot read signals: %s", n < 0 ? strerror(errno) : "short read");
             return -1;
         }
         int sig = (int)si.ssi_signo;
@@ -937,7 +897,7 @@ static int supervise(struct runner *rn)
                               {.fd = rn->lost ? -1 : kfd, .events = POLLIN}};
         int n = poll(p, 2, poll_timeout(rn));
         if (n < 0 && errno != EINTR) {
-            say("poll: %s", strerror(errno));
+            fl__say("poll: %s", strerror(errno));
             return -1;
         }
         if (n > 0 && (p[0].revents & POLLIN) && drain_signals(rn) != 0)
@@ -974,7 +934,7 @@ static int finish(struct runner *rn, int failed)
         rn->lost = true;
         rn->lost_err = err;
     } else if (err && err != -ESTALE) {
-        say("cannot release '%s': %s", rn->o->key_text, library_error(err));
+        fl__say("cannot release '%s': %s", rn->o->key_text, fl__library_error(err));
         failed = 1;
     }
     if (rn->foreground && tcgetpgrp(STDIN_FILENO) == rn->child)
@@ -984,12 +944,12 @@ static int finish(struct runner *rn, int failed)
     int status = exit_status_of(rn->child_status);
     if (rn->lost) {
         if (!rn->loss_said)
-            say("lost the lease of '%s' (token %" PRIu64 ": %s) while %s ran; it exited with "
-                "status %d",
-                rn->o->key_text, rn->lease.token,
-                rn->lost_err == -ESTALE ? "the lease ran out or another process took the key"
-                                        : fl_strerror(rn->lost_err),
-                rn->o->command[0], status);
+            fl__say("lost the lease of '%s' (token %" PRIu64 ": %s) while %s ran; it exited with "
+                    "status %d",
+                    rn->o->key_text, rn->lease.token,
+                    rn->lost_err == -ESTALE ? "the lease ran out or another process took the key"
+                                            : fl_strerror(rn->lost_err),
+                    rn->o->command[0], status);
         return RUN_EXIT_LEASE_LOST;
     }
     return status;
@@ -1007,12 +967,12 @@ static int setup_signals(struct runner *rn)
     sigaddset(&set, SIGCHLD);
     sigaddset(&set, SIGTTOU);
     if (sigprocmask(SIG_BLOCK, &set, &rn->old_mask) != 0) {
-        say("sigprocmask: %s", strerror(errno));
+        fl__say("sigprocmask: %s", strerror(errno));
         return -1;
     }
     rn->sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     if (rn->sfd < 0) {
-        say("signalfd: %s", strerror(errno));
+        fl__say("signalfd: %s", strerror(errno));
         return -1;
     }
     return 0;
@@ -1023,7 +983,7 @@ static int start_command(struct runner *rn)
 {
     int go[2];
     if (pipe2(go, O_CLOEXEC) != 0) {
-        say("pipe: %s", strerror(errno));
+        fl__say("pipe: %s", strerror(errno));
         return -1;
     }
     rn->foreground = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
@@ -1031,7 +991,7 @@ static int start_command(struct runner *rn)
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
-        say("fork: %s", strerror(errno));
+        fl__say("fork: %s", strerror(errno));
         close(go[0]);
         close(go[1]);
         return -1;
@@ -1055,12 +1015,13 @@ static int start_command(struct runner *rn)
         if (rn->foreground && tcgetpgrp(STDIN_FILENO) == pid)
             tcsetpgrp(STDIN_FILENO, getpgrp());
         if (err == -ESTALE) {
-            say("lost the lease of '%s' (token %" PRIu64 ") before %s could start", rn->o->key_text,
-                rn->lease.token, rn->o->command[0]);
+            fl__say("lost the lease of '%s' (token %" PRIu64 ") before %s could start",
+                    rn->o->key_text, rn->lease.token, rn->o->command[0]);
             fl_release(rn->r, &rn->lease);
             return RUN_EXIT_LEASE_LOST;
         }
-        say("cannot keep the lease of '%s' alive: %s", rn->o->key_text, library_error(err));
+        fl__say("cannot keep the lease of '%s' alive: %s", rn->o->key_text,
+                fl__library_error(err));
         fl_release(rn->r, &rn->lease);
         return -1;
     }
@@ -1080,11 +1041,12 @@ static int check_registered(const struct run_options *o, fl_region *r)
         return -1;
     const char *why = fl_last_error();
     if (o->require_supervisor) {
-        say("--require-supervisor: not running %s: %s", o->command[0], why);
+        fl__say("--require-supervisor: not running %s: %s", o->command[0], why);
         fl_close(r);
         return CLI_EXIT_REGION;
     }
-    say("warning: %s; if fencelock run dies, '%s' stays held until its lease ends", why, o->key);
+    fl__say("warning: %s; if fencelock run dies, '%s' stays held until its lease ends", why,
+            o->key);
     return -1;
 }
 
@@ -1093,9 +1055,9 @@ static int open_region(const struct run_options *o, fl_region **r)
     int err = fl_open(o->region, r);
     if (err == 0)
         return check_registered(o, *r);
-    const char *detail = library_error(err);
+    const char *detail = fl__library_error(err);
     if (err == -ENOMEM || err == -EMFILE || err == -ENFILE) {
-        say("cannot open the region: %s", detail);
+        fl__say("cannot open the region: %s", detail);
         return RUN_EXIT_FAILED;
     }
     char path[4096];
@@ -1104,9 +1066,9 @@ static int open_region(const struct run_options *o, fl_region **r)
     else if (fl_default_region_path(path, sizeof path) != 0)
         snprintf(path, sizeof path, "(default)");
     if (strstr(detail, path))
-        say("cannot open the region: %s", detail);
+        fl__say("cannot open the region: %s", detail);
     else
-        say("cannot open region %s: %s", path, detail);
+        fl__say("cannot open region %s: %s", path, detail);
     return CLI_EXIT_REGION;
 }
 
@@ -1120,17 +1082,17 @@ static int acquire(struct runner *rn)
     fl__keytext(o->key, shown, sizeof shown);
     switch (err) {
     case -EBUSY:
-        say("'%s' is held by another process (not waiting)", shown);
+        fl__say("'%s' is held by another process (not waiting)", shown);
         return o->conflict_exit;
     case -ETIMEDOUT:
         cli_format_duration((uint64_t)o->wait_ns, CLI_DURATION_EXACT, waited, sizeof waited);
-        say("'%s' is still held after waiting %s", shown, waited);
+        fl__say("'%s' is still held after waiting %s", shown, waited);
         return o->conflict_exit;
     case -EPROTO:
-        say("cannot acquire '%s': %s", shown, library_error(err));
+        fl__say("cannot acquire '%s': %s", shown, fl__library_error(err));
         return CLI_EXIT_REGION;
     default:
-        say("cannot acquire '%s': %s", shown, library_error(err));
+        fl__say("cannot acquire '%s': %s", shown, fl__library_error(err));
         return RUN_EXIT_FAILED;
     }
 }
@@ -1174,8 +1136,8 @@ int run_main(int argc, char **argv)
     if (failed && count_alive(&rn) > 0) {
         /* Cannot watch them any more: do not leave them running unsupervised. */
         signal_all(&rn, SIGKILL, false);
-        say("stopping %s (process group %d) and every process it started", o.command[0],
-            (int)rn.child);
+        fl__say("stopping %s (process group %d) and every process it started", o.command[0],
+                (int)rn.child);
         rn.kill_sent = true;
         kill_all(&rn);
     }

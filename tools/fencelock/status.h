@@ -27,6 +27,7 @@
 #include "keytext.h"
 #include "op_name.h"
 #include "status_unreg.h"
+#include "usage.h"
 #include "wall_clock.h"
 
 /* ---- the snapshot (status_snapshot.c) ---------------------------------------- */
@@ -92,9 +93,7 @@ const fl_lock_info *find_lock(const struct snapshot *s, const char *key);
 /* Keep only the records fenced by key. */
 void keep_records_of(struct snapshot *s, const char *key);
 
-/* The last library error in one line; "fencelock: WHAT: out of memory"
- * on stderr and CLI_EXIT_RUNTIME. */
-const char *library_error(int err);
+/* "fencelock: WHAT: out of memory" on stderr and CLI_EXIT_RUNTIME. */
 int out_of_memory(const char *what);
 
 /* ---- columns (status_columns.c) ------------------------------------------- */
