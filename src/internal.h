@@ -212,6 +212,10 @@ int fl__await_ready(fl_region *r);
 int fl__test_region_create_ready(const char *path, const struct fl__params *p);
 /* Whether the region's leases belong to the current boot. */
 bool fl__same_boot(const fl_region *r);
+/* Whether the region's boot id is id; had receives it, NUL-terminated
+ * (for messages).  fl__same_boot() with id read from this boot. */
+bool fl__region_boot_is(const fl_region *r, const char id[FL__BOOT_ID_SIZE],
+                        char had[FL__BOOT_ID_SIZE]);
 /* Test hook: substitute the handle's clock. */
 void fl__region_set_clock(fl_region *r, fl__clock_fn fn, void *ctx);
 
