@@ -4,7 +4,7 @@
 
 #include <time.h>
 
-#include "wall_clock.h"
+#include "clocks.h"
 
 void fl__json_string(FILE *f, const char *s)
 {

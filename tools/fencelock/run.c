@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "clocks.h"
 #include "duration.h"
 #include "fencelock.h"
 #include "keytext.h"
@@ -245,13 +246,6 @@ static int parse_duration_option(const char *option, const char *text, uint64_t 
     return fl__usage_error("%s '%s': %s", option, shown, why);
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* -1 if lease_ns is a lease fencelock run can keep, else the exit status of
  * bad usage.  The longest is what a region can record from now on, rounded
  * down to a whole minute (so that the limit printed is the one applied, and
@@ -266,7 +260,7 @@ static int check_lease(const char *text, uint64_t lease_ns)
                                "a shorter one on a loaded machine)",
                                shown, limit);
     }
-    uint64_t now = now_ns();
+    uint64_t now = fl__monotonic_clock_ns();
     uint64_t room = now < LEASE_DEADLINE_LIMIT_NS ? LEASE_DEADLINE_LIMIT_NS - now : 0;
     uint64_t max = room / (60ull * 1000000000ull) * (60ull * 1000000000ull);
     if (lease_ns > max) {
@@ -804,7 +798,7 @@ static void lease_lost(struct runner *rn, int err)
     int others = signal_all(rn, now ? SIGKILL : SIGTERM, !now);
     if (!now) {
         rn->term_sent = true;
-        rn->kill_at = now_ns() + rn->o->kill_after_ns;
+        rn->kill_at = fl__monotonic_clock_ns() + rn->o->kill_after_ns;
     }
     const char *why = rn->lost_err == -ESTALE
                           ? "the lease ran out or another process took the key"
@@ -831,7 +825,7 @@ static void end_leftovers(struct runner *rn, int alive)
     signal_all(rn, now ? SIGKILL : SIGTERM, !now);
     if (!now) {
         rn->term_sent = true;
-        rn->kill_at = now_ns() + rn->o->kill_after_ns;
+        rn->kill_at = fl__monotonic_clock_ns() + rn->o->kill_after_ns;
     }
     fl__say("%s exited and left %d process%s running; sending %s to %s before releasing '%s'",
             rn->o->command[0], alive, alive == 1 ? "" : "es", now ? "SIGKILL" : "SIGTERM",
@@ -868,7 +862,7 @@ static int poll_timeout(const struct runner *rn)
 {
     if (!rn->term_sent || rn->kill_sent)
         return -1;
-    uint64_t now = now_ns();
+    uint64_t now = fl__monotonic_clock_ns();
     if (now >= rn->kill_at)
         return 0;
     uint64_t ms = (rn->kill_at - now + 999999) / 1000000;
@@ -904,7 +898,7 @@ static int supervise(struct runner *rn)
             return -1;
         if (n > 0 && p[1].revents)
             lease_lost(rn, fl_keepalive_status(rn->k, NULL));
-        if (rn->term_sent && !rn->kill_sent && now_ns() >= rn->kill_at)
+        if (rn->term_sent && !rn->kill_sent && fl__monotonic_clock_ns() >= rn->kill_at)
             send_kill(rn);
     }
 }

@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "clocks.h"
 #include "duration.h"
 #include "fencelock.h"
 #include "info_fields.h"
@@ -29,7 +30,6 @@
 #include "op_name.h"
 #include "status_unreg.h"
 #include "usage.h"
-#include "wall_clock.h"
 
 /* ---- the snapshot (status_snapshot.c) ---------------------------------------- */
 

@@ -79,13 +79,6 @@ struct watch {
     double acq, commit, rej, take; /* per second over the keys shown */
 };
 
-static uint64_t monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* A key or name as the watch view shows it: escaped, cut on a terminal. */
 static void watch_name(const char *s, char *out, size_t cap, bool cut)
 {
@@ -166,7 +159,7 @@ static int watch_refresh(struct watch *w, fl_region *r, bool *truncated)
     int rc = guarded_read(r, w->path, s, truncated);
     if (rc != CLI_EXIT_OK)
         return rc;
-    uint64_t now = monotonic_ns();
+    uint64_t now = fl__monotonic_clock_ns();
     w->unix_ns = fl__wall_clock_ns();
     filter_prefix(s, w->prefix);
 
@@ -606,7 +599,7 @@ static int terminal_wait(struct terminal *t, const struct watch *w, uint64_t dea
             if (watch_draw(w) != 0)
                 return -1;
         }
-        uint64_t now = monotonic_ns();
+        uint64_t now = fl__monotonic_clock_ns();
         if (now >= deadline)
             return 0;
         uint64_t left = deadline - now;
@@ -654,7 +647,7 @@ int watch_main(const struct watch_options *o, const char *path)
     memset(&term, 0, sizeof term);
     if (w.tty)
         terminal_enter(&term);
-    uint64_t next = monotonic_ns();
+    uint64_t next = fl__monotonic_clock_ns();
     for (unsigned long frames = 0;;) {
         rc = watch_refresh(&w, r, &truncated);
         if (rc != CLI_EXIT_OK)
@@ -681,7 +674,7 @@ int watch_main(const struct watch_options *o, const char *path)
         }
         if (o->count && frames >= o->count)
             break;
-        uint64_t now = monotonic_ns();
+        uint64_t now = fl__monotonic_clock_ns();
         next += w.interval_ns;
         if (next <= now)
             next = now + w.interval_ns; /* fell behind (stopped?): no burst */
@@ -691,7 +684,7 @@ int watch_main(const struct watch_options *o, const char *path)
                 rc = q > 0 ? CLI_EXIT_OK : CLI_EXIT_RUNTIME;
                 break;
             }
-            uint64_t woke = monotonic_ns();
+            uint64_t woke = fl__monotonic_clock_ns();
             if (woke < next)
                 next = woke; /* space: refresh now */
         } else {
