@@ -42,6 +42,15 @@ enum {
  * the output was lost. */
 int cli_finish_stdout(void);
 
+/* A KEY or RECORD argument is what the library takes: 1 to FL_KEY_MAX bytes,
+ * any but NUL (which an argument cannot hold).  -1 if name is one, else bad
+ * usage said ("RECORD is empty (1 to 127 bytes)", what naming it). */
+int cli_check_name(const char *what, const char *name);
+
+/* The exit status of a failed fl_open: CLI_EXIT_RUNTIME for a shortage of
+ * memory or descriptors, CLI_EXIT_REGION for anything about the region. */
+int cli_open_status(int err);
+
 /* A subcommand: argv[0] is its name; returns an exit status.  main.c names
  * the program "fencelock NAME" (usage.h) before it runs one, so that its
  * messages and hints name the subcommand. */

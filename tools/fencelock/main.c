@@ -4,7 +4,6 @@
  * of the command line.  A new subcommand is one entry in `commands` plus its
  * own source file; nothing else here changes.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -79,18 +78,6 @@ static const struct command *find_command(const char *name)
         if (strcmp(commands[i].name, name) == 0)
             return &commands[i];
     return NULL;
-}
-
-/* Output must reach stdout: `fencelock status > file` on a full disk is an
- * error, not a success. */
-int cli_finish_stdout(void)
-{
-    errno = 0;
-    if (fflush(stdout) == 0 && !ferror(stdout))
-        return CLI_EXIT_OK;
-    fprintf(stderr, "fencelock: cannot write the output: %s\n",
-            errno ? strerror(errno) : "write error");
-    return CLI_EXIT_RUNTIME;
 }
 
 static int help_command(int argc, char **argv)

@@ -112,8 +112,7 @@ static int print_metrics(const char *region, const char *shown)
     if (err) {
         cli_bus_disarm();
         fprintf(stderr, "fencelock: %s\n", fl__library_error(err));
-        return err == -ENOMEM || err == -EMFILE || err == -ENFILE ? CLI_EXIT_RUNTIME
-                                                                   : CLI_EXIT_REGION;
+        return cli_open_status(err);
     }
     err = fl__metrics_write(stdout, r);
     cli_bus_disarm();

@@ -107,24 +107,13 @@ enum {
     READ_EXIT_UNVOUCHED = 5,
 };
 
-/* -1 if name is 1..FL_KEY_MAX bytes, else bad usage. */
-static int check_name(const char *what, const char *name)
-{
-    size_t n = strlen(name);
-    if (n == 0)
-        return fl__usage_error("%s is empty (1 to 127 bytes)", what);
-    if (n > FL_KEY_MAX)
-        return fl__usage_error("%s is %zu bytes long (1 to 127 bytes)", what, n);
-    return -1;
-}
-
 static int open_region(const char *region, bool readonly, fl_region **r)
 {
     int err = readonly ? fl_open_readonly(region, r) : fl_open(region, r);
     if (err == 0)
         return -1;
     const char *detail = fl__library_error(err);
-    if (err == -ENOMEM || err == -EMFILE || err == -ENFILE) {
+    if (cli_open_status(err) == CLI_EXIT_RUNTIME) {
         fl__say("cannot open the region: %s", detail);
         return CLI_EXIT_RUNTIME;
     }
@@ -229,7 +218,7 @@ int commit_main(int argc, char **argv)
     const char *file = optind + 1 < argc ? argv[optind + 1] : NULL;
     if (optind + 2 < argc)
         return fl__usage_error("unexpected argument '%s'", argv[optind + 2]);
-    if ((rc = check_name("RECORD", record)) >= 0)
+    if ((rc = cli_check_name("RECORD", record)) >= 0)
         return rc;
     const char *key_from = "--key", *token_from = "--token";
     if (!key) {
@@ -246,7 +235,7 @@ int commit_main(int argc, char **argv)
             return fl__usage_error("no token: give --token, or run under fencelock run "
                                    "(which sets FENCELOCK_TOKEN)");
     }
-    if ((rc = check_name(key_from, key)) >= 0)
+    if ((rc = cli_check_name(key_from, key)) >= 0)
         return rc;
     uint64_t token = 0;
     if ((rc = parse_token(token_text, token_from, &token)) >= 0)
@@ -408,7 +397,7 @@ int read_main(int argc, char **argv)
     if (optind + 1 < argc)
         return fl__usage_error("unexpected argument '%s'", argv[optind + 1]);
     const char *record = argv[optind];
-    if ((rc = check_name("RECORD", record)) >= 0)
+    if ((rc = cli_check_name("RECORD", record)) >= 0)
         return rc;
     fl_region *r;
     if ((rc = open_region(region, true, &r)) >= 0)

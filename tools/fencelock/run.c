@@ -203,21 +203,6 @@ struct run_options {
     bool require_supervisor; /* --require-supervisor: never run unregistered */
 };
 
-/* text as every message shows a key (src/common/keytext.h). */
-
-/* A KEY on the command line is what the library takes: 1..FL_KEY_MAX bytes,
- * any but NUL (which an argument cannot hold).  Messages show it escaped. */
-static int check_key(const char *key)
-{
-    size_t n = strlen(key);
-    const char *rule = "a key is 1 to 127 bytes";
-    if (n == 0)
-        return fl__usage_error("KEY is empty (%s)", rule);
-    if (n > FL_KEY_MAX)
-        return fl__usage_error("KEY is %zu bytes long (%s)", n, rule);
-    return -1;
-}
-
 /* -E N: an exit status, 0..255.  -1 and *out set, or bad usage. */
 static int parse_exit_code(const char *text, int *out)
 {
@@ -348,7 +333,7 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
     if (optind >= argc)
         return fl__usage_error("missing KEY and COMMAND: fencelock run KEY COMMAND");
     o->key = argv[optind];
-    if ((rc = check_key(o->key)) >= 0)
+    if ((rc = cli_check_name("KEY", o->key)) >= 0)
         return rc;
     fl__keytext(o->key, o->key_text, sizeof o->key_text);
     char **rest = argv + optind + 1;

@@ -144,8 +144,7 @@ static int open_region(const char *path, fl_region **r)
     int err = fl_open_readonly(path, r);
     if (err) {
         fprintf(stderr, "fencelock: %s\n", fl__library_error(err));
-        return err == -ENOMEM || err == -EMFILE || err == -ENFILE ? CLI_EXIT_RUNTIME
-                                                                   : CLI_EXIT_REGION;
+        return cli_open_status(err);
     }
     return CLI_EXIT_OK;
 }
