@@ -13,6 +13,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The units, in nanoseconds. */
+#define CLI_NS_PER_US 1000ull
+#define CLI_NS_PER_MS 1000000ull
+#define CLI_NS_PER_S 1000000000ull
+#define CLI_NS_PER_M (60ull * CLI_NS_PER_S)
+#define CLI_NS_PER_H (60ull * CLI_NS_PER_M)
+
 /* The grammar, for usage texts. */
 #define CLI_DURATION_TEXT                                                                   \
     "A DURATION is a decimal number of seconds (30, 0.5), or a decimal number with\n"      \

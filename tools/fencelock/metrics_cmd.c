@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -130,11 +131,11 @@ int metrics_main(int argc, char **argv)
     int rc = parse_metrics_args(argc, argv, &region);
     if (rc >= 0)
         return rc;
-    if (region && strlen(region) >= 4096) {
+    if (region && strlen(region) >= PATH_MAX) {
         fprintf(stderr, "fencelock: region path too long (%zu bytes)\n", strlen(region));
         return CLI_EXIT_REGION;
     }
-    char shown[4096] = "the default region";
+    char shown[PATH_MAX] = "the default region";
     if (region)
         snprintf(shown, sizeof shown, "%s", region);
     else

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,7 +118,7 @@ static int open_region(const char *region, bool readonly, fl_region **r)
         fl__say("cannot open the region: %s", detail);
         return CLI_EXIT_RUNTIME;
     }
-    char path[4096];
+    char path[PATH_MAX];
     if (region)
         snprintf(path, sizeof path, "%s", region);
     else if (fl_default_region_path(path, sizeof path) != 0)

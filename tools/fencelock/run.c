@@ -39,6 +39,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -59,12 +60,12 @@
 #include "keytext.h"
 #include "run.h"
 
-#define DEFAULT_LEASE_NS (30ull * 1000000000ull)
-#define DEFAULT_KILL_AFTER_NS (5ull * 1000000000ull)
+#define DEFAULT_LEASE_NS (30 * CLI_NS_PER_S)
+#define DEFAULT_KILL_AFTER_NS (5 * CLI_NS_PER_S)
 /* The shortest lease the keepalive renews reliably on a loaded machine, with
  * margin: docs/run-lease.md has the measurement (50ms already failed under
  * load; 100ms held: 250ms leaves 2.5 times that margin). */
-#define MIN_LEASE_NS (250ull * 1000000ull)
+#define MIN_LEASE_NS (250 * CLI_NS_PER_MS)
 /* Lease deadlines are microseconds of CLOCK_MONOTONIC in 48 bits (see
  * CAVEATS in fencelock.h): now + lease must stay below this. */
 #define LEASE_DEADLINE_LIMIT_NS (((1ull << 48) - 1) * 1000ull)
@@ -247,7 +248,7 @@ static int check_lease(const char *text, uint64_t lease_ns)
     }
     uint64_t now = fl__monotonic_clock_ns();
     uint64_t room = now < LEASE_DEADLINE_LIMIT_NS ? LEASE_DEADLINE_LIMIT_NS - now : 0;
-    uint64_t max = room / (60ull * 1000000000ull) * (60ull * 1000000000ull);
+    uint64_t max = room / CLI_NS_PER_M * CLI_NS_PER_M;
     if (lease_ns > max) {
         cli_format_duration(max, CLI_DURATION_EXACT, limit, sizeof limit);
         return fl__usage_error("--lease '%s': longer than a region can record: at most %s now "
@@ -338,11 +339,13 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
     fl__keytext(o->key, o->key_text, sizeof o->key_text);
     char **rest = argv + optind + 1;
     /* flock's form: KEY -c STRING (options before KEY are parsed above). */
+    static const char command_prefix[] = "--command=";
+    const size_t command_prefix_len = sizeof command_prefix - 1;
+    bool joined = rest[0] && strncmp(rest[0], command_prefix, command_prefix_len) == 0;
     if (rest[0] && !string &&
-        (strcmp(rest[0], "-c") == 0 || strcmp(rest[0], "--command") == 0 ||
-         strncmp(rest[0], "--command=", 10) == 0)) {
-        if (rest[0][1] == '-' && rest[0][9] == '=') {
-            string = rest[0] + 10;
+        (strcmp(rest[0], "-c") == 0 || strcmp(rest[0], "--command") == 0 || joined)) {
+        if (joined) {
+            string = rest[0] + command_prefix_len;
             rest += 1;
         } else if (!rest[1]) {
             return fl__usage_error("option '%s' needs an argument", rest[0]);
@@ -739,7 +742,7 @@ static void kill_all(struct runner *rn)
         }
         if (alive > waiting) {
             /* Some could not be waited for by pidfd: look again shortly. */
-            struct timespec ts = {0, 10 * 1000000L};
+            struct timespec ts = {0, (long)(10 * CLI_NS_PER_MS)};
             nanosleep(&ts, NULL);
         }
         free(fds);
@@ -850,7 +853,7 @@ static int poll_timeout(const struct runner *rn)
     uint64_t now = fl__monotonic_clock_ns();
     if (now >= rn->kill_at)
         return 0;
-    uint64_t ms = (rn->kill_at - now + 999999) / 1000000;
+    uint64_t ms = (rn->kill_at - now + CLI_NS_PER_MS - 1) / CLI_NS_PER_MS; /* rounded up */
     return ms > RESCAN_MS ? RESCAN_MS : (int)ms;
 }
 
@@ -1039,7 +1042,7 @@ static int open_region(const struct run_options *o, fl_region **r)
         fl__say("cannot open the region: %s", detail);
         return RUN_EXIT_FAILED;
     }
-    char path[4096];
+    char path[PATH_MAX];
     if (o->region)
         snprintf(path, sizeof path, "%s", o->region);
     else if (fl_default_region_path(path, sizeof path) != 0)

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,8 +182,10 @@ struct status_options {
 /* long-only options: outside the range of short ones */
 enum { OPT_JSON = 256, OPT_PREFIX, OPT_WATCH, OPT_COUNT, OPT_OUTPUT_ALL, OPT_LIST_COLUMNS };
 
-#define INTERVAL_MIN (50 * 1000000ull)
-#define INTERVAL_MAX (3600 * 1000000000ull)
+/* --watch INTERVAL: by default, and its bounds (as the help says). */
+#define INTERVAL_DEFAULT (2 * CLI_NS_PER_S)
+#define INTERVAL_MIN (50 * CLI_NS_PER_MS)
+#define INTERVAL_MAX CLI_NS_PER_H
 
 /* A refresh interval: a DURATION (500ms, 2s, 1.5s, 1m), or a bare number of
  * seconds as watch(1) and top(1) take it. */
@@ -225,7 +228,7 @@ static int parse_status_args(int argc, char **argv, struct status_options *o)
     };
     opterr = 0; /* our messages name the subcommand and give the hint */
     optind = 1;
-    o->interval_ns = 2000000000ull;
+    o->interval_ns = INTERVAL_DEFAULT;
     columns_default(o->columns);
     bool interval_given = false;
     int c;
@@ -317,7 +320,7 @@ int status_main(int argc, char **argv)
     if (rc >= 0)
         return rc;
 
-    char path[4096];
+    char path[PATH_MAX];
     if (o.region) {
         if (strlen(o.region) >= sizeof path) {
             fprintf(stderr, "fencelock: region path too long (%zu bytes)\n", strlen(o.region));

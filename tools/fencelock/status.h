@@ -17,6 +17,7 @@
 #ifndef FL_TOOL_STATUS_H
 #define FL_TOOL_STATUS_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -62,7 +63,7 @@ struct skipped {
 uint32_t skipped_total(const uint32_t *by_reason);
 
 struct snapshot {
-    char path[4096];
+    char path[PATH_MAX];
     fl_region_info region;
     bool supervisor_alive;
     fl_client_info *clients;

@@ -44,7 +44,7 @@ void format_size(uint64_t bytes, char *buf, size_t cap)
 /* A wall-clock time in nanoseconds, for people: local time with its zone. */
 void format_local_time(uint64_t unix_ns, char *buf, size_t cap)
 {
-    time_t t = (time_t)(unix_ns / 1000000000ull);
+    time_t t = (time_t)(unix_ns / CLI_NS_PER_S);
     struct tm tm;
     if (!localtime_r(&t, &tm) || strftime(buf, cap, "%Y-%m-%d %H:%M:%S %Z", &tm) == 0)
         snprintf(buf, cap, "?");
@@ -53,7 +53,7 @@ void format_local_time(uint64_t unix_ns, char *buf, size_t cap)
 /* The same for programs: RFC 3339 in UTC. */
 void format_utc_time(uint64_t unix_ns, char *buf, size_t cap)
 {
-    time_t t = (time_t)(unix_ns / 1000000000ull);
+    time_t t = (time_t)(unix_ns / CLI_NS_PER_S);
     struct tm tm;
     if (!gmtime_r(&t, &tm) || strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
         snprintf(buf, cap, "?");
@@ -286,8 +286,14 @@ int columns_parse(struct column_choice choice[N_TABLES], const char *arg, char *
     return 0;
 }
 
-/* Write text wrapped at 78 columns, its lines indented by indent blanks;
- * col is where the cursor is on the first line. */
+/* The column descriptions of --help and --list-columns: wrapped to the
+ * width of the rest of the help, each starting two blanks after the longest
+ * name (" *RELEASE-STALE"). */
+#define HELP_WIDTH 78
+#define HELP_INDENT 17
+
+/* Write text wrapped at HELP_WIDTH columns, its lines indented by indent
+ * blanks; col is where the cursor is on the first line. */
 static void wrap(FILE *f, const char *text, int indent, int col)
 {
     if (col >= indent) {
@@ -298,7 +304,7 @@ static void wrap(FILE *f, const char *text, int indent, int col)
     col = indent;
     for (const char *p = text; *p;) {
         int len = (int)strcspn(p, " ");
-        if (col > indent && col + 1 + len > 78) {
+        if (col > indent && col + 1 + len > HELP_WIDTH) {
             fprintf(f, "\n%*s", indent, "");
             col = indent;
         } else if (col > indent) {
@@ -323,7 +329,7 @@ void columns_describe(FILE *f)
         for (size_t c = 0; c < tb->ncols; c++) {
             const struct status_column *col = &tb->cols[c];
             int n = fprintf(f, " %c%s", col->flags & COL_DEFAULT ? '*' : ' ', col->name);
-            wrap(f, col->help, 17, n);
+            wrap(f, col->help, HELP_INDENT, n);
         }
     }
 }

@@ -26,6 +26,9 @@
 
 /* Longest key or name shown on a terminal; longer ones end in "...". */
 #define WATCH_NAME_MAX 48
+/* The size of a terminal that does not say its own (TIOCGWINSZ). */
+#define TERMINAL_ROWS 24
+#define TERMINAL_COLS 80
 
 /* A row of the keys table.  The lock comes first, so that the columns of
  * the locks table (status_columns.c) read a key_row as the fl_lock_info it
@@ -186,7 +189,8 @@ static int watch_refresh(struct watch *w, fl_region *r, bool *truncated)
         free(rcnt);
         return rc;
     }
-    double dt = w->have_prev && now > w->prev_ns ? (double)(now - w->prev_ns) / 1e9 : 0;
+    double dt =
+        w->have_prev && now > w->prev_ns ? (double)(now - w->prev_ns) / CLI_NS_PER_S : 0;
     w->have_total = dt > 0;
     w->acq = w->commit = w->rej = w->take = 0;
     for (size_t i = 0; i < s->n_locks; i++) {
@@ -398,7 +402,7 @@ static void watch_render(FILE *f, const struct watch *w, long rows)
     rate_cell(w->have_total, w->take, d, sizeof d);
     fprintf(f, "per second: %s acquisitions  %s commits  %s rejections  %s takeovers\n", a, b,
             c, d);
-    long header = 3;
+    long header = 3; /* the lines written so far */
     uint32_t skipped_locks = skipped_total(s->skipped.locks),
              skipped_records = skipped_total(s->skipped.records);
     if (skipped_locks || skipped_records) {
@@ -420,10 +424,13 @@ static void watch_render(FILE *f, const struct watch *w, long rows)
         fprintf(f, "prefix: %s\n", p);
         header++;
     }
-    /* Blank, title and column titles for each section. */
+    /* Each of the two sections takes a blank line, its title and its column
+     * titles; the records get at least a third of what is left when the keys
+     * would not leave them that. */
+    const long section_lines = 3;
     long room_keys = 0, room_recs = 0;
     if (rows > 0) {
-        long avail = rows - header - 6;
+        long avail = rows - header - 2 * section_lines;
         long nk = (long)s->n_locks, nr = (long)s->n_records;
         if (avail < 2)
             avail = 2;
@@ -452,8 +459,8 @@ static void terminal_size(long *rows, long *cols)
         *rows = ws.ws_row;
         *cols = ws.ws_col;
     } else {
-        *rows = 24;
-        *cols = 80;
+        *rows = TERMINAL_ROWS;
+        *cols = TERMINAL_COLS;
     }
 }
 
@@ -603,7 +610,7 @@ static int terminal_wait(struct terminal *t, const struct watch *w, uint64_t dea
         if (now >= deadline)
             return 0;
         uint64_t left = deadline - now;
-        struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
+        struct timespec ts = {(time_t)(left / CLI_NS_PER_S), (long)(left % CLI_NS_PER_S)};
         struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
         int n = ppoll(t->keys ? &p : NULL, t->keys ? 1 : 0, &ts, &t->old_mask);
         if (n <= 0)
@@ -688,7 +695,7 @@ int watch_main(const struct watch_options *o, const char *path)
             if (woke < next)
                 next = woke; /* space: refresh now */
         } else {
-            struct timespec ts = {(time_t)(next / 1000000000ull), (long)(next % 1000000000ull)};
+            struct timespec ts = {(time_t)(next / CLI_NS_PER_S), (long)(next % CLI_NS_PER_S)};
             while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
             }
         }
