@@ -28,6 +28,15 @@ enum {
     "     empty, not a fencelock region, corrupt, truncated, of another format\n"          \
     "     version, or in a directory another user controls\n"
 
+/* The -r option of a command that reads a region, with its default (as
+ * fl_default_region_path() finds it), shared by the usage texts that
+ * describe their options from column 21. */
+#define CLI_REGION_OPTION_TEXT                                                              \
+    "  -r, --region PATH  the region file (default: $FENCELOCK_REGION, else\n"             \
+    "                     /run/fencelock/region for root, else\n"                          \
+    "                     $XDG_RUNTIME_DIR/fencelock/region, else\n"                       \
+    "                     /dev/shm/fencelock-UID/region)\n"
+
 /* The environment paragraph, shared by every usage text. */
 #define CLI_ENVIRONMENT_TEXT                                                                \
     "Environment:\n"                                                                        \

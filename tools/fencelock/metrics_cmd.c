@@ -32,10 +32,7 @@ const char metrics_usage[] =
     "running fencelockd; nothing changes.\n"
     "\n"
     "Options:\n"
-    "  -r, --region PATH  the region file (default: $FENCELOCK_REGION, else\n"
-    "                     /run/fencelock/region for root, else\n"
-    "                     $XDG_RUNTIME_DIR/fencelock/region, else\n"
-    "                     /dev/shm/fencelock-UID/region)\n"
+    CLI_REGION_OPTION_TEXT
     "  -h, --help         show this help and exit\n"
     "\n"
     "Families (every name starts with fencelock_):\n"

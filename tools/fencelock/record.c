@@ -40,8 +40,7 @@ const char commit_usage[] =
     "committed is refused (exit status 77): ownership is lost, never retry.\n"
     "\n"
     "Options:\n"
-    "  -r, --region PATH  the region file (default: $FENCELOCK_REGION, else\n"
-    "                     /dev/shm/fencelock-UID/region)\n"
+    CLI_REGION_OPTION_TEXT
     "  -k, --key KEY      the key whose token fences the commit (default:\n"
     "                     $FENCELOCK_KEY)\n"
     "  -t, --token T      the fencing token, in decimal (default:\n"
@@ -80,8 +79,7 @@ const char read_usage[] =
     "to standard error as \"fence TOKEN\".\n"
     "\n"
     "Options:\n"
-    "  -r, --region PATH  the region file (default: $FENCELOCK_REGION, else\n"
-    "                     /dev/shm/fencelock-UID/region)\n"
+    CLI_REGION_OPTION_TEXT
     "      --json         write one JSON object to standard output instead:\n"
     "                     {\"record\":..., \"key\":..., \"fence\":..., \"data_base64\":...}\n"
     "                     (key: the key that fences RECORD; fence: the token, a\n"

@@ -41,10 +41,7 @@ static const char usage_head[] =
     "supervisor is running is checked in the caller's.\n"
     "\n"
     "Options:\n"
-    "  -r, --region PATH  the region file (default: $FENCELOCK_REGION, else\n"
-    "                     /run/fencelock/region for root, else\n"
-    "                     $XDG_RUNTIME_DIR/fencelock/region, else\n"
-    "                     /dev/shm/fencelock-UID/region)\n"
+    CLI_REGION_OPTION_TEXT
     "      --json         print one JSON document instead of tables (with\n"
     "                     --watch: one document per refresh)\n"
     "      --prefix PREFIX\n"
