@@ -5,6 +5,7 @@
  * the exit status of a region that cannot be opened.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,4 +38,20 @@ int cli_open_status(int err)
 {
     return err == -ENOMEM || err == -EMFILE || err == -ENFILE ? CLI_EXIT_RUNTIME
                                                                : CLI_EXIT_REGION;
+}
+
+int cli_open_failed(const char *region, int err)
+{
+    const char *detail = fl__library_error(err);
+    int rc = cli_open_status(err);
+    char path[PATH_MAX];
+    if (region)
+        snprintf(path, sizeof path, "%s", region);
+    else if (fl_default_region_path(path, sizeof path) != 0)
+        snprintf(path, sizeof path, "(default)");
+    if (rc == CLI_EXIT_RUNTIME || strstr(detail, path))
+        fl__say("cannot open the region: %s", detail);
+    else
+        fl__say("cannot open region %s: %s", path, detail);
+    return rc;
 }

@@ -59,6 +59,10 @@ int cli_check_name(const char *what, const char *name);
 /* The exit status of a failed fl_open: CLI_EXIT_RUNTIME for a shortage of
  * memory or descriptors, CLI_EXIT_REGION for anything about the region. */
 int cli_open_status(int err);
+/* Say why region (NULL: the default) could not be opened, "PROGRAM: cannot
+ * open region PATH: DETAIL" (the path left out when the detail has it), and
+ * return cli_open_status(err). */
+int cli_open_failed(const char *region, int err);
 
 /* A subcommand: argv[0] is its name; returns an exit status.  main.c names
  * the program "fencelock NAME" (usage.h) before it runs one, so that its

@@ -12,7 +12,6 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,23 +108,7 @@ enum {
 static int open_region(const char *region, bool readonly, fl_region **r)
 {
     int err = readonly ? fl_open_readonly(region, r) : fl_open(region, r);
-    if (err == 0)
-        return -1;
-    const char *detail = fl__library_error(err);
-    if (cli_open_status(err) == CLI_EXIT_RUNTIME) {
-        fl__say("cannot open the region: %s", detail);
-        return CLI_EXIT_RUNTIME;
-    }
-    char path[PATH_MAX];
-    if (region)
-        snprintf(path, sizeof path, "%s", region);
-    else if (fl_default_region_path(path, sizeof path) != 0)
-        snprintf(path, sizeof path, "(default)");
-    if (strstr(detail, path))
-        fl__say("cannot open the region: %s", detail);
-    else
-        fl__say("cannot open region %s: %s", path, detail);
-    return CLI_EXIT_REGION;
+    return err ? cli_open_failed(region, err) : -1;
 }
 
 /* ---- commit ----------------------------------------------------------------- */

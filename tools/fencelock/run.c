@@ -39,7 +39,6 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -1037,21 +1036,8 @@ static int open_region(const struct run_options *o, fl_region **r)
     int err = fl_open(o->region, r);
     if (err == 0)
         return check_registered(o, *r);
-    const char *detail = fl__library_error(err);
-    if (err == -ENOMEM || err == -EMFILE || err == -ENFILE) {
-        fl__say("cannot open the region: %s", detail);
-        return RUN_EXIT_FAILED;
-    }
-    char path[PATH_MAX];
-    if (o->region)
-        snprintf(path, sizeof path, "%s", o->region);
-    else if (fl_default_region_path(path, sizeof path) != 0)
-        snprintf(path, sizeof path, "(default)");
-    if (strstr(detail, path))
-        fl__say("cannot open the region: %s", detail);
-    else
-        fl__say("cannot open region %s: %s", path, detail);
-    return CLI_EXIT_REGION;
+    int rc = cli_open_failed(o->region, err);
+    return rc == CLI_EXIT_RUNTIME ? RUN_EXIT_FAILED : rc; /* run's own failures are 125 */
 }
 
 static int acquire(struct runner *rn)
