@@ -206,6 +206,10 @@ int fl__await_ready(fl_region *r);
 int fl__test_region_create_ready(const char *path, const struct fl__params *p);
 /* Whether the region's leases belong to the current boot. */
 bool fl__same_boot(const fl_region *r);
+/* Whether the region's boot id is id; had receives it, NUL-terminated
+ * (for messages).  fl__same_boot() with id read from this boot. */
+bool fl__region_boot_is(const fl_region *r, const char id[FL__BOOT_ID_SIZE],
+                        char had[FL__BOOT_ID_SIZE]);
 /* Test hook: substitute the handle's clock. */
 void fl__region_set_clock(fl_region *r, fl__clock_fn fn, void *ctx);
 
@@ -306,6 +310,11 @@ void fl__keepalive_shutdown(fl_region *r);
 _Static_assert(FL__OP_COMMIT == FL_OP_COMMIT && FL__OP_STRICT_COMMIT == FL_OP_STRICT_COMMIT &&
                    FL__OP_RENEW == FL_OP_RENEW && FL__OP_RELEASE == FL_OP_RELEASE,
                "the log and the inspection API name operations alike");
+_Static_assert(FL__RUN_NEVER == FL_RUN_NEVER && FL__RUN_RUNNING == FL_RUN_STARTED &&
+                   FL__RUN_CLEAN == FL_RUN_CLEAN,
+               "fl_region_info.run_state is the header's run_state, copied as it is");
+_Static_assert(FL__BOOT_ID_SIZE == FL_BOOT_ID_SIZE,
+               "fl_region_info.boot_id is the header's boot_id, copied as it is");
 
 /* ---- events.c (struct fl__event_data, the drain: supervise.h) ---- */
 /* Post an event for the supervisor; drops it (counted) when the ring is

@@ -69,7 +69,7 @@ static void fuzz_duration(const uint8_t *data, size_t size)
         if (ns > CLI_DURATION_MAX_NS)
             abort();
         char buf[64];
-        cli_format_duration(ns, buf, sizeof buf);
+        cli_format_duration(ns, CLI_DURATION_EXACT, buf, sizeof buf);
         uint64_t again = 0;
         if (cli_parse_duration(buf, &again, &why) != 0 || again != ns)
             abort(); /* the format is not read back as the same duration */
