@@ -161,9 +161,8 @@ int fl__etcd_region_info(struct fl__etcd *e, fl_region_info *info)
     info->token_floor = epoch && rev + 1 < FL__ETCD_REV_LIMIT
                             ? epoch << FL__ETCD_EPOCH_SHIFT | (rev + 1) : 0;
     info->ready = epoch != 0; /* the first client of the prefix makes the epoch */
-    info->run_state = 1;      /* the cluster answers */
-    info->served = 1;
-    info->same_boot = 1;      /* etcd leases know no boots */
+    /* run_state, served, supervisor_pid, same_boot, boot_id: a supervisor's
+     * and a boot's, which etcd has neither of: 0, unknown. */
     return 0;
 }
 

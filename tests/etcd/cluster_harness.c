@@ -304,12 +304,15 @@ static void ec_require_ready(ec_cluster *c, int i)
 static void ec_new_dirs(ec_cluster *c)
 {
     c->generation++;
+    char token[sizeof c->token]; /* copied: the member is inside c too */
+    memcpy(token, c->token, sizeof token);
     for (int i = 0; i < c->n; i++) {
         ec_member *m = &c->m[i];
-        snprintf(m->data_dir, sizeof m->data_dir, "%s/%s.%s.g%d", th_tmpdir(), c->token, m->name,
+        char name[sizeof m->name];
+        memcpy(name, m->name, sizeof name);
+        snprintf(m->data_dir, sizeof m->data_dir, "%s/%s.%s.g%d", th_tmpdir(), token, name,
                  c->generation);
-        snprintf(m->log_path, sizeof m->log_path, "%s/%s.%s.log", th_tmpdir(), c->token,
-                 m->name);
+        snprintf(m->log_path, sizeof m->log_path, "%s/%s.%s.log", th_tmpdir(), token, name);
     }
 }
 
