@@ -13,7 +13,9 @@
  * (tests/cli/commit_seed.sh, with FENCELOCK_REGION naming the cluster).
  *
  * I1 (B's token > A's), I2 (A's stale commit has no effect), I4 (a stopped
- * holder delays B by its lease at most), I13 (all of it on etcd).
+ * holder delays B by its lease at most), I13 (all of it on etcd).  And every
+ * subcommand that takes --region (status, --json, metrics, read, commit, run)
+ * on an etcd URI.
  */
 #include <errno.h>
 #include <signal.h>
@@ -25,6 +27,8 @@
 #include <string.h>
 #include <setjmp.h>
 #include <cmocka.h>
+
+#include <jansson.h>
 
 #include "cluster_harness.h"
 
@@ -121,11 +125,61 @@ static void test_seed_shell(void **state)
     unsetenv(FL_REGION_ENV);
 }
 
+/* Every subcommand that takes --region takes an etcd URI. */
+/* I13 */
+static void test_tools(void **state)
+{
+    (void)state;
+    char uri[256], out[16384];
+    ec_uri(&cluster, 0, "tools", uri, sizeof uri);
+    fl_region *r = NULL;
+    assert_int_equal(fl_open(uri, &r), 0);
+    fl_lease l;
+    assert_int_equal(fl_acquire(r, "held/key", 30 * TH_S, 0, &l), 0);
+    assert_int_equal(fl_commit(r, &l, "rec", "hello", 5, 0, NULL), 0);
+    char token[32];
+    snprintf(token, sizeof token, "%llu", (unsigned long long)l.token);
+
+    const char *status[] = {FENCELOCK_TOOL_PATH, "status", "--region", uri, NULL};
+    assert_int_equal(ec_run(status, 30000, out, sizeof out), 0);
+    assert_non_null(strstr(out, "an etcd cluster"));
+    assert_non_null(strstr(out, "held/key"));
+    assert_non_null(strstr(out, token));
+    const char *json[] = {FENCELOCK_TOOL_PATH, "status", "--region", uri, "--json", NULL};
+    assert_int_equal(ec_run(json, 30000, out, sizeof out), 0);
+    json_t *j = json_loads(out, 0, NULL);
+    assert_non_null(j);
+    assert_int_equal(json_array_size(json_object_get(j, "locks")), 1);
+    json_decref(j);
+    const char *metrics[] = {FENCELOCK_TOOL_PATH, "metrics", "--region", uri, NULL};
+    assert_int_equal(ec_run(metrics, 30000, out, sizeof out), 0);
+    assert_non_null(strstr(out, "fencelock_epoch 1"));
+    const char *read[] = {FENCELOCK_TOOL_PATH, "read", "--region", uri, "rec", NULL};
+    assert_int_equal(ec_run(read, 30000, out, sizeof out), 0);
+    assert_non_null(strstr(out, "hello"));
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "echo again | '%s' commit --region '%s' --key held/key --token %s rec",
+             FENCELOCK_TOOL_PATH, uri, token);
+    const char *commit[] = {"sh", "-c", cmd, NULL};
+    assert_int_equal(ec_run(commit, 30000, out, sizeof out), 0);
+    snprintf(cmd, sizeof cmd, "echo stale | '%s' commit --region '%s' --key held/key --token %llu rec",
+             FENCELOCK_TOOL_PATH, uri, (unsigned long long)l.token + 1);
+    assert_int_equal(ec_run(commit, 30000, out, sizeof out), 2); /* never issued */
+    const char *run[] = {FENCELOCK_TOOL_PATH, "run", "--region", uri, "--no-wait", "held/key",
+                         "-c", "true", NULL};
+    int st = ec_run(run, 30000, out, sizeof out);
+    assert_true(st != 0); /* held by us */
+    assert_int_equal(fl_release(r, &l), 0);
+    assert_int_equal(ec_run(run, 30000, out, sizeof out), 0);
+    fl_close(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seed_across_members),
         cmocka_unit_test(test_seed_shell),
+        cmocka_unit_test(test_tools),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
