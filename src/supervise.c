@@ -106,9 +106,7 @@ int fl__sup_adopt_boot(fl_region *r, fl__freed_fn fn, void *ctx, struct fl__sup_
     if (err)
         return err; /* nothing touched: fail closed (I11) */
     out->tag = fl__boot_tag(out->now);
-    memcpy(out->previous, r->hdr->boot_id, sizeof out->previous);
-    out->previous[FL__BOOT_ID_SIZE - 1] = '\0';
-    if (strcmp(out->now, out->previous) == 0)
+    if (fl__region_boot_is(r, out->now, out->previous))
         return 0;
     out->new_boot = true;
     out->leases_voided = fl__slots_void_all(r, fn, ctx);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../common/clocks.h"
 #include "fencelockd.h"
 
 /* The greatest epoch found in the region: the floor's and every key's. */
@@ -101,7 +102,7 @@ int epoch_start(fl_region *r, const char *state_path, uint64_t min_token)
     err = epoch_advance(r, state_path, base + 1, min_token + (min_token ? 1 : 0));
     if (err)
         return err;
-    fl__sup_mark_running(r, wall_ns());
+    fl__sup_mark_running(r, fl__wall_clock_ns());
     return 0;
 }
 

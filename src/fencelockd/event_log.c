@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/clocks.h"
+#include "../common/op_name.h"
 #include "fencelockd.h"
 
 /* Warn about one (pid, record, token) retry loop once, not at every retry. */
@@ -43,17 +45,6 @@ int event_log_new(fl_region *r, struct event_log **out)
 
 void event_log_free(struct event_log *l) { free(l); }
 
-static const char *op_name(uint32_t op)
-{
-    switch (op) {
-    case FL_OP_COMMIT: return "commit";
-    case FL_OP_STRICT_COMMIT: return "strict_commit";
-    case FL_OP_RENEW: return "renew";
-    case FL_OP_RELEASE: return "release";
-    default: return "unknown";
-    }
-}
-
 /* Names from shared memory: bounds-checked, published entries only ("" for
  * any other: a name the log cannot vouch for is not printed). */
 static void key_name(fl_region *r, uint32_t slot, char out[FL_KEY_MAX + 1])
@@ -85,7 +76,7 @@ static bool already_warned(struct event_log *l, const struct fl__event_data *d)
  * time, the log shows wall time. */
 static uint64_t event_unix_ns(const fl_region *r, const struct fl__event_data *d)
 {
-    uint64_t wall = wall_ns(); /* display only */
+    uint64_t wall = fl__wall_clock_ns(); /* display only */
     uint64_t mono = fl__sup_host_now_ns(r); /* host time, as d's */
     uint64_t age = mono > d->time_ns ? mono - d->time_ns : 0;
     return wall > age ? wall - age : wall;
@@ -128,7 +119,8 @@ static void on_event(void *ctx, const struct fl__event_data *d)
     log_u64("rejected_token", d->token);
     log_u64("latest_accepted_token", d->other_token);
     log_u64("generation", generation);
-    log_str("operation", op_name(d->op));
+    const char *op = fl__op_name(d->op);
+    log_str("operation", op ? op : "unknown");
     log_u64("pid", d->pid);
     log_bool("repeat", repeat);
     log_end();

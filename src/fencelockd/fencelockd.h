@@ -121,9 +121,6 @@ void log_error(const char *event, const char *message);
 void log_errorf(const char *event, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The descriptor log lines go to now (2 for stderr); async-signal-safe. */
 int log_current_fd(void);
-/* Wall-clock time in ns, for the log and the region's display fields
- * (never for leases). */
-uint64_t wall_ns(void);
 
 /* ---- sigbus.c: a region file truncated under the supervisor ---- */
 /* From now on, a SIGBUS on r's mapping (its file was shrunk by another

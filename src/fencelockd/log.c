@@ -88,14 +88,6 @@ void log_close(void)
     use_syslog = false;
 }
 
-uint64_t wall_ns(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) /* display only, never for leases */
-        return 0;
-    return (uint64_t)ts.tv_sec * FL__NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
 /* Read from a signal handler (sigbus.c): one int load, async-signal-safe. */
 int log_current_fd(void) { return log_fd; }
 

@@ -27,6 +27,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "../common/clocks.h"
 #include "fencelockd.h"
 
 /* How long a turn of the loop waits at most: how often client events reach
@@ -448,7 +449,7 @@ static int daemon_stop(struct daemon *d)
         /* Clean shutdown: everything on disk first, then say so; a flush
          * that failed (logged) leaves the region saying "unclean". */
         if (flush_region(d->r) == 0) {
-            fl__sup_mark_clean(d->r, wall_ns());
+            fl__sup_mark_clean(d->r, fl__wall_clock_ns());
             (void)flush_region(d->r);
         }
     }
