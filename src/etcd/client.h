@@ -315,7 +315,12 @@ int fl__etcd_post_nocheck(struct fl__etcd_client *c, const char *path, const cha
 CURL *fl__etcd_handle_get(struct fl__etcd_client *c);
 void fl__etcd_handle_put(struct fl__etcd_client *c, CURL *h);
 
-/* Monotonic time, ns. */
+/* Monotonic time, ns, and the units the client converts between. */
 uint64_t fl__etcd_now_ns(void);
+#define FL__ETCD_NS_PER_S 1000000000ull
+#define FL__ETCD_NS_PER_MS 1000000ull
+#define FL__ETCD_MS_PER_S 1000ull
+/* Whole milliseconds in ns, rounded up (a wait never ends early). */
+#define FL__ETCD_CEIL_MS(ns) (((ns) + FL__ETCD_NS_PER_MS - 1) / FL__ETCD_NS_PER_MS)
 
 #endif /* FL_ETCD_CLIENT_H */

@@ -53,7 +53,7 @@ uint64_t fl__etcd_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return (uint64_t)ts.tv_sec * FL__ETCD_NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
 int fl__etcd_client_init(struct fl__etcd_client *c, const char *uri)

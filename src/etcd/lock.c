@@ -656,8 +656,8 @@ int fl__etcd_acquire(struct fl__etcd *e, const char *key, uint64_t lease_ns, int
         }
         /* Sleep: until the key is deleted, the wait ends, a third of our
          * lease has passed (to renew it), a cancel, or the slice. */
-        uint64_t ms = (wait_end - now + 999999) / 1000000;
-        uint64_t renew_ms = granted * 1000 / 3;
+        uint64_t ms = FL__ETCD_CEIL_MS(wait_end - now);
+        uint64_t renew_ms = granted * FL__ETCD_MS_PER_S / 3;
         if (ms > renew_ms)
             ms = renew_ms;
         if (ms > FL__ETCD_SLICE_MS)

@@ -157,7 +157,8 @@ int fl__etcd_watch_open(struct fl__etcd_client *c, const void *key, size_t klen,
 
 int fl__etcd_watch_wait(struct fl__etcd_watch *w, int extra_fd, int timeout_ms)
 {
-    uint64_t deadline = fl__etcd_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000u;
+    uint64_t deadline =
+        fl__etcd_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * FL__ETCD_NS_PER_MS;
     for (;;) {
         int running = 0;
         if (curl_multi_perform(w->multi, &running) != CURLM_OK)
@@ -174,7 +175,7 @@ int fl__etcd_watch_wait(struct fl__etcd_watch *w, int extra_fd, int timeout_ms)
         uint64_t now = fl__etcd_now_ns();
         if (now >= deadline)
             return FL__WATCH_TIMEOUT;
-        int ms = (int)((deadline - now + 999999) / 1000000);
+        int ms = (int)FL__ETCD_CEIL_MS(deadline - now);
         struct curl_waitfd extra = {.fd = extra_fd, .events = CURL_WAIT_POLLIN, .revents = 0};
         int numfds = 0;
         if (curl_multi_poll(w->multi, extra_fd >= 0 ? &extra : NULL, extra_fd >= 0 ? 1 : 0, ms,
