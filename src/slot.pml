@@ -27,14 +27,18 @@
  *             -ESTALE; CAS (s, l) -> (s, owner | now + lease); failed: loop
  *             with the pair the CAS handed back.
  *   release   load; loop: not held(mine): -ESTALE; CAS -> free(T, 0);
- *             failed: loop with the pair handed back; then fl__wake_waiters:
- *             load waiters; > 0: wake_seq++, futex_wake(all).
+ *             failed: loop with the pair handed back; then fl__wake_one:
+ *             load waiters; > 0: wake_seq++, futex_wake(1).
  *   check     load; read the clock; OK iff held(mine) and now < deadline.
  *   reap      fencelockd, fl__slots_reap_client for a dead client: load;
  *             while held by it: CAS -> free(T, FREED_BY_DEATH), then
- *             fl__wake_waiters; failed: loop with the pair handed back.
- *             Then fl__slots_wake_sleepers: fl__wake_waiters on the slot
- *             whether or not it was freed (one key: the model's slot).
+ *             fl__wake_all (waiters > 0: wake_seq++, futex_wake(all));
+ *             failed: loop with the pair handed back.  Then
+ *             fl__slots_wake_sleepers: fl__wake_all on the slot whether or
+ *             not it was freed (one key: the model's slot).
+ *   give up   a wait ended by the caller's timeout, after waiters--:
+ *             fl__pass_wake_on: load state; free: fl__wake_one (it may
+ *             have absorbed the one wake of a release).
  *   futex     futex_wait compares the word and queues the caller in one
  *             step; it returns when futex_wake dequeues it, at its absolute
  *             deadline, or by the caller's own timeout or a signal.
@@ -120,8 +124,12 @@
  *                     stopped forever blocks its waiters forever (I4).
  *   BUG_WAITERS_LATE  the waiter loads the pair before waiters++ (no
  *                     Dekker): a lost wakeup (I6).
- *   BUG_WAKE_ONE      futex_wake(1): the woken waiter dies, the others
- *                     sleep on a free lock (I6).
+ *   BUG_NO_PASS_ON    a wait ended by a timeout does not pass the wake on:
+ *                     it absorbed the one wake of a release, and the other
+ *                     waiters sleep on a free lock (I6).
+ *   BUG_REAP_WAKE_NONE the supervisor frees a dead holder's lock but wakes
+ *                     nobody: with wake-one releases, a waiter woken and
+ *                     then killed takes the wake with it (I5, I6).
  *   BUG_REAP_NO_WAKE  the supervisor wakes a slot's waiters only when it
  *                     frees the slot: a releaser that dies between its
  *                     release CAS and its wake leaves them asleep on a free
@@ -145,7 +153,7 @@
  * cancelled sleeper undoes its waiters increment as a timed-out one does;
  * the trigger's bump of wake_seq is one more spurious wake, which the
  * model's waiters already tolerate). */
-/* C-VERSION: src/slot.c git-blob ebeb7a2edbdc6c481b336600d6866a317d1ab3bc */
+/* C-VERSION: src/slot.c git-blob 7696a32ceb6e3abab1763cee3bb272dd6123b9c8 */
 
 #ifndef NC
 #define NC 3
@@ -165,6 +173,10 @@
 #endif
 #ifndef GIVEUPS
 #define GIVEUPS 1           /* waits that end by the caller's own timeout */
+#endif
+#ifndef CANCELS
+#define CANCELS 1           /* waits ended by fl_cancel_trigger after the
+                             * futex returned, woken or not (-ECANCELED) */
 #endif
 #ifndef INTRS
 #define INTRS 1             /* waits interrupted by a signal (EINTR) */
@@ -204,6 +216,7 @@ byte bdl[NC + 1];     /* ... until this deadline */
 bool killed[NC + 1];  /* stopped forever or dead */
 byte reap_req = 0;    /* dead client the supervisor is told about */
 byte giveups = GIVEUPS;
+byte cancels = CANCELS;
 byte intrs = INTRS;
 
 #define UNBELIEVE(x) believe[x] = false; bdl[x] = 0
@@ -275,10 +288,11 @@ byte intrs = INTRS;
 #define RENEW_LOST(s, l, n) ((s) != (mytok << 1 | 1) || (n) >= DL(l))
 #endif
 
-/* fl__wake_waiters: read waiters; if any, bump wake_seq and wake them all. */
-#ifdef BUG_WAKE_ONE
-/* futex_wake(1): one sleeper, any of them */
-#define FUTEX_WAKE(me) \
+/* fl__wake_sleepers: read waiters; if any, bump wake_seq and wake one
+ * (a release, a waiter passing a wake on) or all (the supervisor). */
+/* futex_wake(1): one sleeper, any of them (the kernel's order is FIFO by
+ * priority; any is the stronger check) */
+#define FUTEX_WAKE_ONE \
     atomic { \
         if \
         :: asleep[1] -> asleep[1] = false \
@@ -287,18 +301,27 @@ byte intrs = INTRS;
         :: else -> skip \
         fi \
     }
-#else
 /* futex_wake(INT_MAX): every sleeper */
-#define FUTEX_WAKE(me) \
+#define FUTEX_WAKE_ALL \
     d_step { for (xj : 1 .. NC) { asleep[xj] = false }; xj = 0 }
-#endif
-#define WAKE_WAITERS(me) \
+#define WAKE_ONE \
     if \
     :: waiters > 0 -> \
        wake_seq++; \
-       FUTEX_WAKE(me) \
+       FUTEX_WAKE_ONE \
     :: else -> skip \
     fi
+#ifdef BUG_REAP_WAKE_NONE
+#define WAKE_ALL skip
+#else
+#define WAKE_ALL \
+    if \
+    :: waiters > 0 -> \
+       wake_seq++; \
+       FUTEX_WAKE_ALL \
+    :: else -> skip \
+    fi
+#endif
 
 /* Stops one client forever, or kills it and has the supervisor reap it. */
 active proctype killer()
@@ -327,14 +350,14 @@ active proctype killer()
     fi
 }
 
-#if GIVEUPS + INTRS > 0
+#if GIVEUPS + INTRS + CANCELS > 0
 /* A caller's timeout or a signal may end a sleep, or never come.  This
  * process decides, at any time, that no more will come: without it, the
  * mere possibility of one would hide a waiter asleep forever from the
  * invalid-end-state check. */
 active proctype no_more_interruptions()
 {
-    d_step { giveups = 0; intrs = 0 }
+    d_step { giveups = 0; intrs = 0; cancels = 0 }
 }
 #endif
 
@@ -357,7 +380,7 @@ end_idle:
            fi
        };
        if
-       :: ok -> WAKE_WAITERS(0); break
+       :: ok -> WAKE_ALL; break
        :: else -> skip
        fi
     :: else ->
@@ -366,7 +389,7 @@ end_idle:
         * client went (fl__slots_wake_sleepers), freed or not: the dead
         * client may have been a releaser killed between its release CAS
         * and its wake */
-       WAKE_WAITERS(0);
+       WAKE_ALL;
 #endif
        break
     od;
@@ -429,6 +452,17 @@ proctype client(byte me)
                               asleep[me] = false; giveups--; gaveup = true }
                        :: atomic { asleep[me] && intrs > 0 ->
                               asleep[me] = false; intrs-- }
+                       fi;
+                       /* fl_cancel: the flag read after the futex returns,
+                        * by a wake (which this wait then absorbed) or not.
+                        * The trigger's own wake of the key's sleepers is
+                        * left out: it happens only while the waiter is
+                        * still published as sleeping, and without it the
+                        * check is stricter. */
+                       if
+                       :: atomic { cancels > 0 && !gaveup ->
+                              cancels--; gaveup = true }
+                       :: skip
                        fi
                     :: else
 #ifdef BUG_WAITERS_LATE
@@ -442,7 +476,16 @@ proctype client(byte me)
                  fi;
                  atomic { waiters--; seq = 0; until = 0; s = 0; l = 0 };
                  if
-                 :: gaveup -> spun = false; break   /* -ETIMEDOUT */
+                 :: gaveup ->
+#ifndef BUG_NO_PASS_ON
+                    /* fl__pass_wake_on: this wait may have absorbed the
+                     * one wake of a release; the lock free: wake one */
+                    if
+                    :: !HELD(st) -> WAKE_ONE
+                    :: else -> skip
+                    fi;
+#endif
+                    spun = false; break   /* -ETIMEDOUT */
                  :: else -> skip
                  fi
               fi
@@ -577,7 +620,7 @@ stale_retry:  skip;
                      fi
                  };
                  if
-                 :: ok -> ok = false; WAKE_WAITERS(me); break
+                 :: ok -> ok = false; WAKE_ONE; break
                  :: else -> skip
                  fi
               od;
