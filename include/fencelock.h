@@ -100,8 +100,12 @@
  * - Death detection needs fencelockd: without it, a dead holder's lock is
  *   freed at its lease deadline (I10).  A process that opened the region
  *   while no supervisor ran is unregistered and always falls back to leases.
- * - Waiters are woken all at once on release; with hundreds of waiters on
- *   one key that is a thundering herd (correct, not cheap).
+ * - A release wakes one waiter, not all.  A woken waiter stopped (SIGSTOP,
+ *   a debugger) in the instant between its wake and its look at the lock
+ *   holds that wake: the other waiters then sleep on the free lock until
+ *   the deadline of the lease they saw, the same bound as a stopped holder
+ *   (I4).  One that dies there is covered by fencelockd, which wakes every
+ *   sleeper of a key when it reaps a process.
  * - A waiter killed by SIGKILL while asleep leaves the key's waiter count
  *   one too high until the next boot: later releases of that key make one
  *   futex system call each (correctness is unaffected).

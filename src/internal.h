@@ -290,6 +290,8 @@ uint64_t fl__slot_token(const fl_region *r, uint32_t i);
  * deadline_ns (0: no deadline).  Returns 0 when woken or when the value had
  * changed, -ETIMEDOUT, or -EINTR. */
 int fl__futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns);
+/* Wake at most count sleepers of word (FUTEX_WAKE). */
+void fl__futex_wake(_Atomic uint32_t *word, int count);
 void fl__futex_wake_all(_Atomic uint32_t *word);
 
 /* ---- client.c ---- */

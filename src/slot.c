@@ -47,16 +47,33 @@
  *
  * WAITING (the futex word wake_seq, the count `waiters`)
  *   waiter:   seq = wake_seq; waiters++ (seq_cst); re-read the pair;
- *             still held -> futex_wait(wake_seq, seq, min(deadline, timeout))
+ *             still held -> futex_wait(wake_seq, seq, min(deadline, timeout));
+ *             waiters--; look again.  A wait that ends without the lock
+ *             (timeout, cancel) passes the wake on: lock free -> wake one.
  *   releaser: CAS the pair (a full barrier); if waiters > 0:
- *             wake_seq++; futex_wake(all)
+ *             wake_seq++; futex_wake(1)
  *   Either the waiter's re-read sees the release, or the releaser's read of
  *   `waiters` sees the waiter (both sides are full barriers: Dekker), and the
  *   bumped wake_seq makes a late futex_wait return at once: no lost wakeup.
- *   Waking all waiters, not one, is what makes I6 hold when a woken waiter
- *   dies, times out or is interrupted before it takes the lock.  A releaser
- *   killed between its CAS and its wake: fencelockd wakes the sleepers when
- *   it reaps the dead process (fl__slots_wake_sleepers).  Waiters
+ *   A release wakes one sleeper, not all (no thundering herd: with 64
+ *   processes on a key, waking all made 63 of them run, look and sleep
+ *   again at every release).  The one woken either takes the lock, whose
+ *   release wakes the next; or finds it taken by a process that came
+ *   without sleeping, whose release wakes the next; or ends its wait
+ *   without the lock and passes the wake on (fl__pass_wake_on) if the lock
+ *   is free (I6).  One woken and then killed before it took the lock:
+ *   fencelockd wakes every sleeper of every key when it reaps a process
+ *   (fl__slots_wake_sleepers, wake-all, as it wakes for a releaser killed
+ *   between its CAS and its wake); unregistered, or stopped (SIGSTOP)
+ *   between its wake and its look: it holds the one wake, and the others
+ *   sleep on the free lock until the deadline of the lease they saw (I4,
+ *   the bound of a holder stopped forever; src/slot.pml checks it, and
+ *   test_woken_waiter_stopped stops a real one there).  Why not
+ *   FUTEX_CMP_REQUEUE or PI futexes: both hand the lock to a waiter through
+ *   a 32-bit futex word that holds the owner, and ours is the 16-byte pair
+ *   whose lease expires without anybody's call; a PI futex has no deadline
+ *   for a holder that never comes back, and requeueing to the pair is not
+ *   possible.  Waiters
  *   also wake at the holder's deadline and take the expired lease over, so a
  *   stopped or dead holder delays them by its lease at most (I4).
  *
@@ -84,6 +101,7 @@
  *             return at once (the same Dekker argument as WAITING).
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -162,14 +180,36 @@ static inline void fl__count(struct fl__slot *sl, enum fl__lock_counter c)
     atomic_fetch_add_explicit(&sl->counters[c], 1, memory_order_relaxed);
 }
 
-static void fl__wake_waiters(struct fl__slot *sl)
+/* Wake `count` sleepers of the key (1: a release, or a waiter passing a
+ * wake on; INT_MAX: the supervisor's wakes, WAITING), if it has any. */
+static void fl__wake_sleepers(struct fl__slot *sl, int count)
 {
     /* seq_cst: the Dekker read after our pair CAS (see WAITING) */
     if (atomic_load(&sl->waiters) == 0)
         return;
     /* release: a woken waiter that sees the new seq also sees the release */
     atomic_fetch_add_explicit(&sl->wake_seq, 1, memory_order_release);
-    fl__futex_wake_all(&sl->wake_seq);
+    fl__futex_wake(&sl->wake_seq, count);
+}
+
+static void fl__wake_one(struct fl__slot *sl) { fl__wake_sleepers(sl, 1); }
+
+static void fl__wake_all(struct fl__slot *sl) { fl__wake_sleepers(sl, INT_MAX); }
+
+/* A wait that ends without the lock (timeout, cancel) may have absorbed the
+ * one wake a release sent: when the lock is free, pass it on to the next
+ * sleeper, who would otherwise sleep on a free lock until the deadline it
+ * saw (I6).  When the lock is held its holder's release wakes one.
+ * Stopped right before this: the others sleep until the deadline they saw
+ * (I4).  Killed: fencelockd wakes every sleeper of the key when it reaps us
+ * (fl__slots_wake_sleepers); unregistered, the same deadline bound. */
+static void fl__pass_wake_on(struct fl__slot *sl)
+{
+    /* seq_cst: ordered after our waiters decrement and before the read of
+     * waiters in fl__wake_sleepers; a new waiter increments waiters before
+     * it reads the pair, so either it sees the lock free or we see it */
+    if (!(atomic_load(&sl->pair.state) & FL__HELD))
+        fl__wake_one(sl);
 }
 
 /* The calling thread's id, cached: identifies the acquiring thread in
@@ -213,7 +253,7 @@ static int fl__wait_for_change(fl_region *r, struct fl__slot *sl, uint64_t s, ui
         atomic_store(&cancel->sleeping_on, &sl->wake_seq);
     /* acquire: pairs with the releaser's release increment */
     uint32_t seq = atomic_load_explicit(&sl->wake_seq, memory_order_acquire);
-    atomic_fetch_add(&sl->waiters, 1); /* seq_cst: Dekker with fl__wake_waiters */
+    atomic_fetch_add(&sl->waiters, 1); /* seq_cst: Dekker with fl__wake_sleepers */
     uint64_t s2 = atomic_load(&sl->pair.state);
     uint64_t l2 = atomic_load(&sl->pair.lease);
     int rc = 0;
@@ -307,6 +347,8 @@ int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t ti
                         continue;
                 }
                 err = fl__wait_for_change(r, sl, s, l, wait_until, cancel);
+                if (err)
+                    fl__pass_wake_on(sl);
                 if (err == -ECANCELED)
                     return fl__fail(err, "wait for key \"%s\" cancelled", key);
                 if (err) {
@@ -525,7 +567,7 @@ int fl__shm_release(fl_region *r, const fl_lease *lease)
              * the sleepers when it reaps us (fl__slots_wake_sleepers).
              * Stopped here, or unregistered: they wake at the deadline they
              * saw (I4). */
-            fl__wake_waiters(sl);
+            fl__wake_one(sl);
             return 0;
         }
     }
@@ -572,8 +614,9 @@ static uint32_t fl__slots_free_where(fl_region *r, uint32_t client, bool any, ui
         while ((s & FL__HELD) && (any || fl__owner(l) == client)) {
             if (fl__pair_cas(&sl->pair, &s, &l, s & ~FL__HELD, why)) {
                 /* wake before logging: the waiters' latency (I5) should not
-                 * include a write to the log */
-                fl__wake_waiters(sl);
+                 * include a write to the log; all of them: the dead
+                 * holder may also have been a waiter holding a wake */
+                fl__wake_all(sl);
                 if (why == FL__FREED_BY_DEATH)
                     fl__count(sl, FL__C_DEATHS);
                 if (fn)
@@ -617,7 +660,7 @@ void fl__slots_wake_sleepers(fl_region *r)
     fl__keytab_locks(r, &t);
     uint32_t used = fl__keytab_used(&t);
     for (uint32_t i = 0; i < used; i++)
-        fl__wake_waiters(fl__slot_at(r, i));
+        fl__wake_all(fl__slot_at(r, i));
 }
 
 uint32_t fl__slots_reap_client(fl_region *r, uint32_t client, fl__freed_fn fn, void *ctx)

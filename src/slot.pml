@@ -27,14 +27,18 @@
  *             -ESTALE; CAS (s, l) -> (s, owner | now + lease); failed: loop
  *             with the pair the CAS handed back.
  *   release   load; loop: not held(mine): -ESTALE; CAS -> free(T, 0);
- *             failed: loop with the pair handed back; then fl__wake_waiters:
- *             load waiters; > 0: wake_seq++, futex_wake(all).
+ *             failed: loop with the pair handed back; then fl__wake_one:
+ *             load waiters; > 0: wake_seq++, futex_wake(1).
  *   check     load; read the clock; OK iff held(mine) and now < deadline.
  *   reap      fencelockd, fl__slots_reap_client for a dead client: load;
  *             while held by it: CAS -> free(T, FREED_BY_DEATH), then
- *             fl__wake_waiters; failed: loop with the pair handed back.
- *             Then fl__slots_wake_sleepers: fl__wake_waiters on the slot
- *             whether or not it was freed (one key: the model's slot).
+ *             fl__wake_all (waiters > 0: wake_seq++, futex_wake(all));
+ *             failed: loop with the pair handed back.  Then
+ *             fl__slots_wake_sleepers: fl__wake_all on the slot whether or
+ *             not it was freed (one key: the model's slot).
+ *   give up   a wait ended by the caller's timeout, after waiters--:
+ *             fl__pass_wake_on: load state; free: fl__wake_one (it may
+ *             have absorbed the one wake of a release).
  *   futex     futex_wait compares the word and queues the caller in one
  *             step; it returns when futex_wake dequeues it, at its absolute
  *             deadline, or by the caller's own timeout or a signal.
@@ -120,8 +124,12 @@
  *                     stopped forever blocks its waiters forever (I4).
  *   BUG_WAITERS_LATE  the waiter loads the pair before waiters++ (no
  *                     Dekker): a lost wakeup (I6).
- *   BUG_WAKE_ONE      futex_wake(1): the woken waiter dies, the others
- *                     sleep on a free lock (I6).
+ *   BUG_NO_PASS_ON    a wait ended by a timeout does not pass the wake on:
+ *                     it absorbed the one wake of a release, and the other
+ *                     waiters sleep on a free lock (I6).
+ *   BUG_REAP_WAKE_NONE the supervisor frees a dead holder's lock but wakes
+ *                     nobody: with wake-one releases, a waiter woken and
+ *                     then killed takes the wake with it (I5, I6).
  *   BUG_REAP_NO_WAKE  the supervisor wakes a slot's waiters only when it
  *                     frees the slot: a releaser that dies between its
  *                     release CAS and its wake leaves them asleep on a free
@@ -147,7 +155,7 @@
  * model's waiters already tolerate); and the trigger's write to the
  * cancel's eventfd after all that, which only network (etcd) waits poll
  * and which touches no pair and no count. */
-/* C-VERSION: src/slot.c git-blob da624627f98d593c92bc32cbf2d165439eec215e */
+/* C-VERSION: src/slot.c git-blob c75f9704867dd1e165fc79c07aa1bc9d4f4587b8 */
 
 #ifndef NC
 #define NC 3
@@ -167,6 +175,10 @@
 #endif
 #ifndef GIVEUPS
 #define GIVEUPS 1           /* waits that end by the caller's own timeout */
+#endif
+#ifndef CANCELS
+#define CANCELS 1           /* waits ended by fl_cancel_trigger after the
+                             * futex returned, woken or not (-ECANCELED) */
 #endif
 #ifndef INTRS
 #define INTRS 1             /* waits interrupted by a signal (EINTR) */
@@ -206,6 +218,7 @@ byte bdl[NC + 1];     /* ... until this deadline */
 bool killed[NC + 1];  /* stopped forever or dead */
 byte reap_req = 0;    /* dead client the supervisor is told about */
 byte giveups = GIVEUPS;
+byte cancels = CANCELS;
 byte intrs = INTRS;
 
 #define UNBELIEVE(x) believe[x] = false; bdl[x] = 0
@@ -277,10 +290,11 @@ byte intrs = INTRS;
 #define RENEW_LOST(s, l, n) ((s) != (mytok << 1 | 1) || (n) >= DL(l))
 #endif
 
-/* fl__wake_waiters: read waiters; if any, bump wake_seq and wake them all. */
-#ifdef BUG_WAKE_ONE
-/* futex_wake(1): one sleeper, any of them */
-#define FUTEX_WAKE(me) \
+/* fl__wake_sleepers: read waiters; if any, bump wake_seq and wake one
+ * (a release, a waiter passing a wake on) or all (the supervisor). */
+/* futex_wake(1): one sleeper, any of them (the kernel's order is FIFO by
+ * priority; any is the stronger check) */
+#define FUTEX_WAKE_ONE \
     atomic { \
         if \
         :: asleep[1] -> asleep[1] = false \
@@ -289,18 +303,27 @@ byte intrs = INTRS;
         :: else -> skip \
         fi \
     }
-#else
 /* futex_wake(INT_MAX): every sleeper */
-#define FUTEX_WAKE(me) \
+#define FUTEX_WAKE_ALL \
     d_step { for (xj : 1 .. NC) { asleep[xj] = false }; xj = 0 }
-#endif
-#define WAKE_WAITERS(me) \
+#define WAKE_ONE \
     if \
     :: waiters > 0 -> \
        wake_seq++; \
-       FUTEX_WAKE(me) \
+       FUTEX_WAKE_ONE \
     :: else -> skip \
     fi
+#ifdef BUG_REAP_WAKE_NONE
+#define WAKE_ALL skip
+#else
+#define WAKE_ALL \
+    if \
+    :: waiters > 0 -> \
+       wake_seq++; \
+       FUTEX_WAKE_ALL \
+    :: else -> skip \
+    fi
+#endif
 
 /* Stops one client forever, or kills it and has the supervisor reap it. */
 active proctype killer()
@@ -329,14 +352,14 @@ active proctype killer()
     fi
 }
 
-#if GIVEUPS + INTRS > 0
+#if GIVEUPS + INTRS + CANCELS > 0
 /* A caller's timeout or a signal may end a sleep, or never come.  This
  * process decides, at any time, that no more will come: without it, the
  * mere possibility of one would hide a waiter asleep forever from the
  * invalid-end-state check. */
 active proctype no_more_interruptions()
 {
-    d_step { giveups = 0; intrs = 0 }
+    d_step { giveups = 0; intrs = 0; cancels = 0 }
 }
 #endif
 
@@ -359,7 +382,7 @@ end_idle:
            fi
        };
        if
-       :: ok -> WAKE_WAITERS(0); break
+       :: ok -> WAKE_ALL; break
        :: else -> skip
        fi
     :: else ->
@@ -368,7 +391,7 @@ end_idle:
         * client went (fl__slots_wake_sleepers), freed or not: the dead
         * client may have been a releaser killed between its release CAS
         * and its wake */
-       WAKE_WAITERS(0);
+       WAKE_ALL;
 #endif
        break
     od;
@@ -431,6 +454,17 @@ proctype client(byte me)
                               asleep[me] = false; giveups--; gaveup = true }
                        :: atomic { asleep[me] && intrs > 0 ->
                               asleep[me] = false; intrs-- }
+                       fi;
+                       /* fl_cancel: the flag read after the futex returns,
+                        * by a wake (which this wait then absorbed) or not.
+                        * The trigger's own wake of the key's sleepers is
+                        * left out: it happens only while the waiter is
+                        * still published as sleeping, and without it the
+                        * check is stricter. */
+                       if
+                       :: atomic { cancels > 0 && !gaveup ->
+                              cancels--; gaveup = true }
+                       :: skip
                        fi
                     :: else
 #ifdef BUG_WAITERS_LATE
@@ -444,7 +478,16 @@ proctype client(byte me)
                  fi;
                  atomic { waiters--; seq = 0; until = 0; s = 0; l = 0 };
                  if
-                 :: gaveup -> spun = false; break   /* -ETIMEDOUT */
+                 :: gaveup ->
+#ifndef BUG_NO_PASS_ON
+                    /* fl__pass_wake_on: this wait may have absorbed the
+                     * one wake of a release; the lock free: wake one */
+                    if
+                    :: !HELD(st) -> WAKE_ONE
+                    :: else -> skip
+                    fi;
+#endif
+                    spun = false; break   /* -ETIMEDOUT */
                  :: else -> skip
                  fi
               fi
@@ -579,7 +622,7 @@ stale_retry:  skip;
                      fi
                  };
                  if
-                 :: ok -> ok = false; WAKE_WAITERS(me); break
+                 :: ok -> ok = false; WAKE_ONE; break
                  :: else -> skip
                  fi
               od;

@@ -60,7 +60,9 @@ int fl__futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_
     }
 }
 
-void fl__futex_wake_all(_Atomic uint32_t *word)
+void fl__futex_wake(_Atomic uint32_t *word, int count)
 {
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, count, NULL, NULL, 0);
 }
+
+void fl__futex_wake_all(_Atomic uint32_t *word) { fl__futex_wake(word, INT_MAX); }
