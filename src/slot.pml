@@ -210,7 +210,7 @@
  * cancelled sleeper undoes its waiters increment as a timed-out one does;
  * the trigger's bump of wake_seq is one more spurious wake, which the
  * model's waiters already tolerate). */
-/* C-VERSION: src/slot.c git-blob 7696a32ceb6e3abab1763cee3bb272dd6123b9c8 */
+/* C-VERSION: src/slot.c git-blob 2175d5805f42bab0ee7679f75c3d3f1a6bc0ee1a */
 
 #ifndef NC
 #define NC 3
