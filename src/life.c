@@ -139,7 +139,7 @@ _Static_assert(sizeof(pthread_mutex_t) <= FL__LIFE_AREA_SIZE,
 #endif
 
 /* Reserved, not committed: the thread only locks, sleeps and unlocks. */
-#define FL__LIFE_STACK_SIZE (128u * 1024u)
+#define FL__LIFE_STACK_SIZE ((size_t)128 * 1024)
 
 enum { FL__LIFE_STARTING, FL__LIFE_HOLDING, FL__LIFE_FAILED, FL__LIFE_STOP };
 
