@@ -24,6 +24,8 @@
  *   renew     held(T, owner, d > now)              ->  held(T, owner, now + lease)
  *   release   held(T, ...)                         ->  free(T, 0)
  *   reap      held(T, dead owner, ...)             ->  free(T, FREED_BY_DEATH)
+ *             (by fencelockd, or by a waiter that saw the owner's life word
+ *             die: fl__free_dead, life.c)
  *   void      held(T, ...) of an earlier boot      ->  free(T, FREED_VOID)
  *
  * WHY ONE 16-BYTE CAS.  Taking the lock, choosing the token and setting the
@@ -76,6 +78,12 @@
  *   possible.  Waiters
  *   also wake at the holder's deadline and take the expired lease over, so a
  *   stopped or dead holder delays them by its lease at most (I4).
+ *   A registered holder's death also reaches them through its life word
+ *   (life.c): a waiter reads the holder's word after its re-read of the
+ *   pair; dead -> fl__free_dead at once; alive -> it sleeps with futex_waitv
+ *   on wake_seq and that word, and after any return passes a death on to
+ *   the word's other sleepers and frees the dead holding.  Nothing above
+ *   changes: the word is one more reason to wake.
  *
  * EARLY RETURNS AROUND THE WAIT (no transition of the pair; src/slot.pml
  * lists them under "Outside the model")
@@ -243,8 +251,12 @@ static bool fl__spin_until_changed(struct fl__slot *sl, uint64_t s)
     return false;
 }
 
+/* fl__wait_for_change found the holder of (s, l) dead (life.c). */
+#define FL__WAIT_HOLDER_DIED 1
+
 /* Sleep until the pair leaves (s, l), the holder's deadline, wait_until, or
- * cancel (may be NULL) is triggered.  Returns 0 to re-examine the pair,
+ * cancel (may be NULL) is triggered, or the holder dies (its life word,
+ * life.c).  Returns 0 to re-examine the pair, FL__WAIT_HOLDER_DIED,
  * -ETIMEDOUT or -ECANCELED. */
 static int fl__wait_for_change(fl_region *r, struct fl__slot *sl, uint64_t s, uint64_t l,
                                uint64_t wait_until, fl_cancel *cancel)
@@ -263,21 +275,62 @@ static int fl__wait_for_change(fl_region *r, struct fl__slot *sl, uint64_t s, ui
         uint64_t until = fl__deadline_ns(r, l);
         if (wait_until && wait_until < until)
             until = wait_until;
-        /* The futex sleeps on the real CLOCK_MONOTONIC, the clock leases use
-         * (a test clock only drives try-acquires). */
-        rc = fl__futex_wait(&sl->wake_seq, seq, until);
-        if (rc == -EINTR)
-            rc = 0; /* re-examine; a signal handler may have run, nothing else */
-        if (rc == -ETIMEDOUT)
-            rc = (wait_until && fl__now(r) >= wait_until) ? -ETIMEDOUT : 0;
+        /* The holder's life word (life.c): dead, or to sleep on too. */
+        struct fl__life_watch lw;
+        int life = fl__life_watch(r, fl__owner(l), &lw);
+        bool died = life == FL__LIFE_DEAD;
+        if (!died) {
+            /* The futex sleeps on the real CLOCK_MONOTONIC, the clock
+             * leases use (a test clock only drives try-acquires). */
+            rc = -ENOSYS;
+            if (life == FL__LIFE_ALIVE)
+                rc = fl__futex_wait2(&sl->wake_seq, seq, lw.word, lw.val, until);
+            if (rc == -ENOSYS)
+                rc = fl__futex_wait(&sl->wake_seq, seq, until);
+            /* whatever ended the sleep: a death is passed on (life.c) */
+            if (life == FL__LIFE_ALIVE)
+                died = fl__life_after_sleep(&lw);
+            if (rc == -EINTR)
+                rc = 0; /* re-examine; a signal handler may have run, nothing else */
+            if (rc == -ETIMEDOUT)
+                rc = (wait_until && fl__now(r) >= wait_until) ? -ETIMEDOUT : 0;
+        }
+        if (died && rc == 0)
+            rc = FL__WAIT_HOLDER_DIED;
     }
     /* relaxed: the count only decides whether releasers bother to wake */
     atomic_fetch_sub_explicit(&sl->waiters, 1, memory_order_relaxed);
     if (cancel) /* relaxed: a trigger that still sees it only wakes for nothing */
         atomic_store_explicit(&cancel->sleeping_on, NULL, memory_order_relaxed);
-    if (rc == 0 && cancel && atomic_load(&cancel->cancelled))
+    if (rc >= 0 && cancel && atomic_load(&cancel->cancelled))
         rc = -ECANCELED;
     return rc;
+}
+
+/* The holder of (s, l) is dead (its life word died, life.c): free its lock
+ * as fencelockd's reap would (I5): the owner-checked CAS from the exact
+ * pair read before the life word, to free(T, FREED_BY_DEATH), and a wake of
+ * every sleeper (the dead process may have been a woken waiter too).  First
+ * make sure that no thread of the dying process still runs (life.c, the
+ * last instructions of a dying process); if that cannot be known, life
+ * words are off in this process from now on and the caller's next wait
+ * sleeps on the key alone.  A failed CAS: the pair moved on (a reap, a
+ * release, another waiter's free): the caller looks again. */
+static void fl__free_dead(fl_region *r, struct fl__slot *sl, uint32_t idx, uint64_t s,
+                          uint64_t l)
+{
+    if (fl__life_confirm() != 0)
+        return;
+    if (fl__pair_cas(&sl->pair, &s, &l, s & ~FL__HELD, FL__FREED_BY_DEATH)) {
+        fl__wake_all(sl);
+        fl__count(sl, FL__C_DEATHS);
+        /* for fencelockd's log, which would otherwise not see this death
+         * as a lock released: its reap finds nothing left to free */
+        fl__event_post(r, &(struct fl__event_data){.type = FL__EV_ABANDONED,
+                                                   .slot = idx,
+                                                   .token = s >> FL__TOKEN_SHIFT,
+                                                   .flags = FL__EVF_DIED});
+    }
 }
 
 int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
@@ -347,6 +400,10 @@ int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t ti
                         continue;
                 }
                 err = fl__wait_for_change(r, sl, s, l, wait_until, cancel);
+                if (err == FL__WAIT_HOLDER_DIED) {
+                    fl__free_dead(r, sl, idx, s, l);
+                    continue;
+                }
                 if (err)
                     fl__pass_wake_on(sl);
                 if (err == -ECANCELED)
