@@ -4,15 +4,19 @@
  * pair CAS, waiting on wake_seq, expiry takeover and the supervisor's reap.
  * tests/model checks it with spin (ctest -R model_slot); README there.
  *
- * C-VERSION: the line after this comment names the blob of src/slot.c the
- * model was last checked against (ctest runs model_slot_sync to compare).
- * When slot.c changes: re-read both, fix the model, run the checks, and put
- * the new blob there (`git hash-object src/slot.c`).
+ * C-VERSION: the line after this comment names the blobs of src/slot.c and
+ * src/arch/pair.h (the pair CAS and fl__pair_load) the model was last
+ * checked against (ctest runs model_slot_sync and model_slot_sync_pair to
+ * compare).  When either changes: re-read them and the model, fix the
+ * model, run the checks, and put the new blob there (`git hash-object
+ * src/slot.c src/arch/pair.h`).
  *
- * WHAT IT MATCHES: src/slot.c at that blob, step for step:
+ * WHAT IT MATCHES: src/slot.c and src/arch/pair.h at those blobs, step for
+ * step:
  *   pair      state = token << 1 | HELD; lease = owner, deadline while held,
  *             0 or FREED_BY_DEATH while free.  Every transition is one
- *             cmpxchg16b of both words; a failed one hands back the pair.
+ *             16-byte CAS of both words (fl__pair_cas: cmpxchg16b); a
+ *             failed one hands back the pair.
  *   load      fl__pair_load: load state; load lease; load state again;
  *             retry until the two state loads agree.
  *   acquire   load; read the clock; held and not expired: the first time,
@@ -145,7 +149,11 @@
  * cancelled sleeper undoes its waiters increment as a timed-out one does;
  * the trigger's bump of wake_seq is one more spurious wake, which the
  * model's waiters already tolerate). */
-/* C-VERSION: src/slot.c git-blob ebeb7a2edbdc6c481b336600d6866a317d1ab3bc */
+/* Issue 17 (arm64) moved fl__pair_cas, fl__pair_load and the spin hint out
+ * of slot.c into src/arch/pair.h (the CAS per architecture below it),
+ * unchanged: no step of the model changed, only where the code lives. */
+/* C-VERSION: src/slot.c git-blob 19155335c2637ccc8faee88421163ede83d5a302,
+ *            src/arch/pair.h git-blob d0099b14841acbb8dd959688554002b262944326 */
 
 #ifndef NC
 #define NC 3
