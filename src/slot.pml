@@ -15,8 +15,9 @@
  * step:
  *   pair      state = token << 1 | HELD; lease = owner, deadline while held,
  *             0 or FREED_BY_DEATH while free.  Every transition is one
- *             16-byte CAS of both words (fl__pair_cas: cmpxchg16b); a
- *             failed one hands back the pair.
+ *             16-byte CAS of both words (fl__pair_cas: cmpxchg16b, or casp
+ *             or an ldaxp/stlxp loop on aarch64); a failed one hands back
+ *             the pair.
  *   load      fl__pair_load: load state; load lease; load state again;
  *             retry until the two state loads agree.
  *   acquire   load; read the clock; held and not expired: the first time,
@@ -103,9 +104,12 @@
  *   - ATOMIC_LOAD: configurations too big for the three-step load use the
  *     lemma above, checked by the configurations that expand it.
  *   - Sequentially consistent memory.  The C code's orders (seq_cst
- *     fetch-add and loads on the Dekker pair, cmpxchg16b as a full
- *     barrier, acquire loads in fl__pair_load) are what makes SC a sound
- *     view on x86-64; the memory orders themselves are not checked.
+ *     fetch-add and loads on the Dekker pair, the pair CAS as a seq_cst
+ *     compare-exchange (cmpxchg16b, a full barrier, on x86-64; caspal or
+ *     ldaxp/stlxp, acquire and release, each followed by an ldar, on
+ *     aarch64), acquire loads in fl__pair_load) are what makes SC a sound
+ *     view on both architectures (docs/memory-orders.md); the memory
+ *     orders themselves are not checked.
  *   - The spin loop is one load of the state word.  The epoch and overflow
  *     checks of the token counter, the voiding of another boot's leases
  *     (before clients open), counters, holder fields, events and stale
@@ -151,9 +155,11 @@
  * model's waiters already tolerate). */
 /* Issue 17 (arm64) moved fl__pair_cas, fl__pair_load and the spin hint out
  * of slot.c into src/arch/pair.h (the CAS per architecture below it),
- * unchanged: no step of the model changed, only where the code lives. */
+ * unchanged for x86-64, and added aarch64's CAS (casp or ldaxp/stlxp, with
+ * the same contract): no step of the model changed, only where the code
+ * lives. */
 /* C-VERSION: src/slot.c git-blob 19155335c2637ccc8faee88421163ede83d5a302,
- *            src/arch/pair.h git-blob d0099b14841acbb8dd959688554002b262944326 */
+ *            src/arch/pair.h git-blob 45e7522c2cfac30b62696ad91b30a8c876593ed4 */
 
 #ifndef NC
 #define NC 3

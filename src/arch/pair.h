@@ -16,7 +16,7 @@
  *       release, and the write is ordered before every later seq_cst
  *       load; on failure an acquire.  (x86's lock prefix gives
  *       more, a full fence for every access around it; nothing here relies
- *       on more.)  It needs write permission even when it
+ *       on more: pair_aarch64.h.)  It needs write permission even when it
  *       fails (both architectures may write the old value back): readers
  *       use fl__pair_load, never this.
  *   void fl__pair_load(struct fl__pair *p, uint64_t *s, uint64_t *l)
@@ -31,8 +31,9 @@
  * memory-order arguments of every caller, for both architectures, are in
  * docs/memory-orders.md.
  *
- * Supported: x86-64 (cmpxchg16b).  Anything else fails here, at build time
- * (and CMakeLists.txt refuses it at configure time).
+ * Supported: x86-64 (cmpxchg16b) and little-endian aarch64 (LSE casp, or an
+ * ldaxp/stlxp loop where LSE is absent).  Anything else fails here, at build
+ * time (and CMakeLists.txt refuses it at configure time).
  */
 #ifndef FL_ARCH_PAIR_H
 #define FL_ARCH_PAIR_H
@@ -45,8 +46,10 @@
 
 #if defined(__x86_64__)
 #include "pair_x86_64.h"
+#elif defined(__aarch64__) && defined(__AARCH64EL__)
+#include "pair_aarch64.h"
 #else
-#error "fencelock's lock word needs a 16-byte compare-and-swap: x86-64 only so far"
+#error "fencelock's lock word needs a 16-byte compare-and-swap: x86-64 or little-endian aarch64"
 #endif
 
 /*
