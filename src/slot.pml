@@ -225,7 +225,7 @@
  * unchanged for x86-64, and added aarch64's CAS (casp or ldaxp/stlxp, with
  * the same contract): no step of the model changed, only where the code
  * lives. */
-/* C-VERSION: src/slot.c git-blob 5bdfa9fd0dc4b81872424a9640d713cb0665e02b,
+/* C-VERSION: src/slot.c git-blob 096d0790e1f453a5fb553fb4c7d8fc83294dbe68,
  *            src/arch/pair.h git-blob 45e7522c2cfac30b62696ad91b30a8c876593ed4 */
 
 #ifndef NC
