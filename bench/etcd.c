@@ -28,6 +28,8 @@
  *       the lease is gone to the waiter's return (etcd revokes expired
  *       leases on a 500 ms tick, so "gone" is etcd's own end of the lease),
  *       and from the holder's deadline_ns (the client's conservative end).
+ *       Each holder starts after a random 0..500 ms, so that the lease's end
+ *       falls anywhere between two of etcd's expiry ticks.
  */
 #include "benchutil.h"
 #include "cluster_harness.h"
@@ -351,6 +353,11 @@ static void takeover_once(const char *uri, const ec_cluster *c, int i, double *f
     int p[2];
     if (pipe(p) != 0)
         fb_die("pipe");
+    /* etcd ends expired leases on a 500 ms tick: a holder that acquired
+     * right after the previous takeover (itself just after a tick) would
+     * always expire just after one.  A random start spreads the phase. */
+    struct timespec jitter = {0, (long)(random() % 500) * 1000000L};
+    nanosleep(&jitter, NULL);
     pid_t holder = fb_fork();
     if (holder == 0) {
         close(p[0]);
@@ -415,6 +422,7 @@ enum { A_GRANT, A_ACQTXN, A_RELTXN, A_REVOKE, A_COMMITTXN, A_V3LOCK, B_ACQ, B_AC
 int main(int argc, char **argv)
 {
     fb_init(argc, argv, 9, "etcd");
+    srandom((unsigned)getpid());
     curl_global_init(CURL_GLOBAL_DEFAULT);
     setenv("ETCDCTL_API", "3", 1);
     ec_cluster c;
