@@ -37,8 +37,12 @@
 static pid_t ec_pids[64];
 static int ec_npids;
 
+static pid_t ec_owner; /* the process that started the members */
+
 static void ec_kill_leftovers(void)
 {
+    if (getpid() != ec_owner)
+        return; /* a forked child that called exit(): not its members */
     for (int i = 0; i < ec_npids; i++)
         if (ec_pids[i] > 0) {
             kill(ec_pids[i], SIGCONT);
@@ -52,6 +56,7 @@ static void ec_track(pid_t pid)
 {
     static bool registered;
     if (!registered) {
+        ec_owner = getpid();
         atexit(ec_kill_leftovers);
         registered = true;
     }
@@ -525,8 +530,12 @@ static void ec_netns_delete(const ec_netns *n)
     ec_ip(NULL, 0, "netns", "del", n->name, NULL);
 }
 
+static pid_t ec_ns_owner; /* the process that made the namespaces */
+
 static void ec_netns_atexit(void)
 {
+    if (getpid() != ec_ns_owner)
+        return; /* a forked child that called exit(): not its namespaces */
     ec_kill_leftovers(); /* a member inside keeps the namespace alive */
     for (size_t i = 0; i < sizeof ec_live_ns / sizeof ec_live_ns[0]; i++)
         if (ec_live_ns[i].created) {
@@ -633,6 +642,7 @@ int ec_netns_create(ec_netns *n, char *why, size_t cap)
             }
         static bool registered;
         if (!registered) {
+            ec_ns_owner = getpid();
             atexit(ec_netns_atexit);
             registered = true;
         }
