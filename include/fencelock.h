@@ -97,11 +97,29 @@
  *
  * - A lease is not a guarantee that the holder is the only one running its
  *   critical section: only the fenced check at the resource is.
- * - Death detection needs fencelockd: without it, a dead holder's lock is
- *   freed at its lease deadline (I10).  A process that opened the region
- *   while no supervisor ran is unregistered and always falls back to leases.
- * - Waiters are woken all at once on release; with hundreds of waiters on
- *   one key that is a thundering herd (correct, not cheap).
+ * - Death detection: fencelockd frees a dead registered holder's locks
+ *   (I5).  Besides, each registered handle keeps a robust futex (its life
+ *   word, held by a thread of the library's until fl_close) that the kernel
+ *   marks when the process dies or calls execve: a waiter asleep on a key
+ *   the dead process held, or one that comes to wait later, sees that and
+ *   frees the lock itself, with or without fencelockd (FL_LEASE_OWNER_DIED
+ *   either way).  Without fencelockd, a dead holder's lock that nobody
+ *   waits for is freed at its lease deadline or by the next fl_acquire that
+ *   waits (a try, timeout_ns 0, answers -EBUSY); so is one whose waiters
+ *   went to sleep under an earlier holder of the key and were not woken
+ *   since (they learn of the death at the deadline of the lease they saw),
+ *   and every lock of a holder on a kernel without futex_waitv (Linux
+ *   5.16) or a C library other than glibc.  A process that opened the
+ *   region while no supervisor ran is unregistered and always falls back
+ *   to leases.  A registered handle costs one thread (blocked, signals
+ *   blocked, a small stack); a thread that exits while its process lives
+ *   is not a death.
+ * - A release wakes one waiter, not all.  A woken waiter stopped (SIGSTOP,
+ *   a debugger) in the instant between its wake and its look at the lock
+ *   holds that wake: the other waiters then sleep on the free lock until
+ *   the deadline of the lease they saw, the same bound as a stopped holder
+ *   (I4).  One that dies there is covered by fencelockd, which wakes every
+ *   sleeper of a key when it reaps a process.
  * - A waiter killed by SIGKILL while asleep leaves the key's waiter count
  *   one too high until the next boot: later releases of that key make one
  *   futex system call each (correctness is unaffected).
