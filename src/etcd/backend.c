@@ -52,6 +52,7 @@ int fl__etcd_open(const char *uri, bool readonly, struct fl__etcd **out)
             *p = '?';
     atomic_init(&e->min_ttl, 0);
     pthread_mutex_init(&e->lock, NULL);
+    fl__etcd_revoker_init(e);
     /* A read-only handle writes nothing: an absent epoch reads as 0. */
     uint64_t epoch = 0;
     err = fl__etcd_epoch_load(&e->c, !readonly, &epoch);
@@ -124,6 +125,9 @@ static void fl__be_close(fl_region *r)
         if (!e->readonly)
             fl__etcd_abandon_all(e);
         pthread_mutex_destroy(&r->keeper_lock);
+        fl__etcd_revoker_stop(e);
+    } else {
+        fl__etcd_revoker_forget(e);
     }
     /* In a forked child: only this process's memory (and its copies of the
      * connections) goes; the parent's holdings are the parent's. */

@@ -71,6 +71,16 @@ struct fl__etcd_key {
 /* What inspect.c keeps between fl_region_info_get and the per-index calls. */
 struct fl__etcd_snap;
 
+/* The leases of released holdings, revoked by a thread (revoker.c). */
+struct fl__etcd_revoker {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    bool started, stop;
+    uint64_t *ids; /* queued lease ids, oldest first */
+    size_t n, cap;
+};
+
 struct fl__etcd {
     struct fl__etcd_client c;
     bool readonly;
@@ -86,6 +96,7 @@ struct fl__etcd {
     uint32_t *index; /* open addressing: key index + 1, 0 empty */
     uint32_t index_cap;
     struct fl__etcd_snap *snap;
+    struct fl__etcd_revoker revoker;
 };
 
 /* A holding, as the lower layers see it (backend.c maps it to fl_lease). */
@@ -96,6 +107,14 @@ struct fl__etcd_lease {
     uint32_t slot;
     uint32_t flags;
 };
+
+/* revoker.c: init at open; revoke_later queues a lease (or revokes it at
+ * once if no thread can run); stop drains the queue and joins the thread;
+ * forget, in a forked child, drops the parent's queue without joining. */
+void fl__etcd_revoker_init(struct fl__etcd *e);
+void fl__etcd_revoke_later(struct fl__etcd *e, uint64_t id);
+void fl__etcd_revoker_stop(struct fl__etcd *e);
+void fl__etcd_revoker_forget(struct fl__etcd *e);
 
 /* backend.c */
 int fl__etcd_open(const char *uri, bool readonly, struct fl__etcd **out);

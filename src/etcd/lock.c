@@ -858,7 +858,9 @@ int fl__etcd_release(struct fl__etcd *e, const struct fl__etcd_lease *l)
         /* Over either way; the lease only ever carried this holding.  On
          * any other error the key may still be held: fl_close tries again. */
         fl__clear_held(e, l->slot, l->token);
-        fl__drop_lease(e, lease);
+        /* The Txn made the release; revoking the lease, which carries
+         * nothing now, is the revoker's (revoker.c): one round trip, not two. */
+        fl__etcd_revoke_later(e, lease);
     }
     return err;
 }
