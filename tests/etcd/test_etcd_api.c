@@ -631,6 +631,42 @@ static void test_threads(void **state)
     fl_close(shared);
 }
 
+/* The etcd lease of a holding is gone after its release (revoked by the
+ * handle's revoker thread, off the caller's path), and fl_close drains
+ * what is still queued (tooling: resources, not an invariant). */
+static bool lease_gone(uint64_t id)
+{
+    char body[64], out[1024];
+    snprintf(body, sizeof body, "{\"ID\":\"%" PRIu64 "\"}", id);
+    if (ec_post(&cluster, 0, "/v3/lease/timetolive", body, out, sizeof out) != 200)
+        return false;
+    /* a lease etcd does not know answers TTL -1 */
+    return strstr(out, "\"TTL\":\"-1\"") != NULL;
+}
+
+static void test_release_revokes_lease(void **state)
+{
+    (void)state;
+    fl_region *r = open_rw("api-revoke");
+    fl_lease a, b;
+    assert_int_equal(fl_acquire(r, "k", S(60), 0, &a), 0);
+    assert_true(a.handle != 0);
+    assert_false(lease_gone(a.handle));
+    assert_int_equal(fl_release(r, &a), 0);
+    bool gone = false;
+    for (uint64_t until = th_now_ns() + S(20); !gone && th_now_ns() < until;) {
+        gone = lease_gone(a.handle);
+        if (!gone)
+            usleep(10000); /* polling an outcome, bounded: not ordering */
+    }
+    assert_true(gone);
+    /* released, then closed at once: the close waits for the revoke */
+    assert_int_equal(fl_acquire(r, "k", S(60), 0, &b), 0);
+    assert_int_equal(fl_release(r, &b), 0);
+    fl_close(r);
+    assert_true(lease_gone(b.handle));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -645,6 +681,7 @@ int main(void)
         cmocka_unit_test(test_commit_token),
         cmocka_unit_test(test_readonly_and_inspection),
         cmocka_unit_test(test_keepalive),
+        cmocka_unit_test(test_release_revokes_lease),
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_threads),
     };
