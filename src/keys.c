@@ -34,13 +34,89 @@
 
 #include "internal.h"
 
+/*
+ * THE KEY HASH (format 4).  Eight bytes at a time: each little-endian word
+ * of the key is folded into the state by a 64 x 64 -> 128-bit multiply whose
+ * halves are xored (one `mul`, about 4 cycles); the length seeds the state.
+ * Format 3 hashed byte by byte with FNV-1a (a dependent multiply per byte:
+ * 17 of them for a 17-byte key), the largest share of a lookup after the
+ * clock read (docs/benchmarks.md).  The 32 bits kept are the xor of the two
+ * halves: the low bits pick the home bucket, the top 8 become the bucket's
+ * tag.  Quality: keys are chosen by trusted programs, not by an adversary;
+ * a collision costs a probe, never correctness (keys are compared in full).
+ *
+ * Loads never reach past the key's last byte (the caller's string may end
+ * at a page boundary) and never assemble bytes in memory: a tail built by
+ * byte stores and read back as one word stalls the load on store
+ * forwarding (about 12 cycles).  Instead the last word is one 8-byte load
+ * ending at the last byte, shifted right past the bytes already hashed;
+ * keys shorter than 8 bytes are put together in registers from two
+ * overlapping 4-byte loads, or from the first, middle and last byte.
+ * memcpy() of a constant size is how C spells an unaligned load; it
+ * compiles to one mov.
+ */
+static inline uint64_t fl__load8(const unsigned char *p)
+{
+    uint64_t w;
+    memcpy(&w, p, sizeof w);
+    return w;
+}
+
+/* n = 1..7 bytes at p as a word, zero above them (little-endian). */
+static inline uint64_t fl__load_short(const unsigned char *p, size_t n)
+{
+    if (n >= 4) { /* two 4-byte loads; where they overlap they hold the same bytes */
+        uint32_t lo, hi;
+        memcpy(&lo, p, sizeof lo);
+        memcpy(&hi, p + n - 4, sizeof hi);
+        return (uint64_t)lo | (uint64_t)hi << (8 * (n - 4));
+    }
+    return (uint64_t)p[0] | (uint64_t)p[n / 2] << (8 * (n / 2)) |
+           (uint64_t)p[n - 1] << (8 * (n - 1));
+}
+
+/* The last 1..8 bytes of a key of len >= 8 bytes that start at p + done,
+ * as a word: one load of the key's last 8 bytes, shifted past those before
+ * p + done (already hashed or compared). */
+static inline uint64_t fl__load_last(const unsigned char *p, size_t len, size_t done)
+{
+    return fl__load8(p + len - 8) >> (8 * (8 - (len - done)));
+}
+
+static inline uint64_t fl__fold(uint64_t x)
+{
+    unsigned __int128 m = (unsigned __int128)x * 0x9e3779b97f4a7c15ull;
+    return (uint64_t)m ^ (uint64_t)(m >> 64);
+}
+
+/* len is 1..FL_KEY_MAX (fl__key_check). */
 static uint32_t fl__hash(const char *key, size_t len)
 {
-    uint64_t h = fl__checksum(key, len);
-    h ^= h >> 33; /* fold and mix: the low bits pick the bucket */
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    return (uint32_t)h;
+    const unsigned char *p = (const unsigned char *)key;
+    uint64_t h = 0xcbf29ce484222325ull ^ len;
+    if (len < 8) {
+        h = fl__fold(h ^ fl__load_short(p, len));
+    } else {
+        size_t i = 0;
+        for (; len - i > 8; i += 8)
+            h = fl__fold(h ^ fl__load8(p + i));
+        h = fl__fold(h ^ fl__load_last(p, len, i));
+    }
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+/* a and b hold len (1..FL_KEY_MAX) bytes each: equal?  The same loads as
+ * the hash (the common case: one or three words). */
+static inline bool fl__bytes_equal(const char *a, const char *b, size_t len)
+{
+    const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
+    if (len < 8)
+        return fl__load_short(x, len) == fl__load_short(y, len);
+    size_t i = 0;
+    for (; len - i > 8; i += 8)
+        if (fl__load8(x + i) != fl__load8(y + i))
+            return false;
+    return fl__load8(x + len - 8) == fl__load8(y + len - 8);
 }
 
 #define FL__BUCKET_ENTRY_MASK 0xffffffu
@@ -99,7 +175,7 @@ static bool fl__key_equal(const struct fl__key *k, const char *key, size_t len, 
 {
     /* The entry was published with release; our acquire load of the bucket
      * makes its bytes visible.  Plain reads: they never change after that. */
-    return k->hash == hash && k->len == len && memcmp(k->bytes, key, len) == 0;
+    return k->hash == hash && k->len == len && fl__bytes_equal(k->bytes, key, len);
 }
 
 /* Walk key's probe sequence. Returns 0 with *idx when found; -ENOENT with
