@@ -293,6 +293,15 @@ uint32_t fl__keytab_used(const struct fl__keytab *t);
 
 /* ---- slot.c ---- */
 static inline struct fl__slot *fl__slot_at(const fl_region *r, uint32_t i) { return &r->slots[i]; }
+/* Lock slots handed out so far, clamped to the capacity: a slot a lease or
+ * key handle names must be below it.  fl__keytab_used() of the lock table,
+ * without building the table (release and renew check it every time). */
+static inline uint32_t fl__locks_used(const fl_region *r)
+{
+    /* relaxed: a count for bounds, not a publication (keys.c) */
+    uint32_t n = atomic_load_explicit(&r->hdr->next_lock, memory_order_relaxed);
+    return n < r->lock_capacity ? n : r->lock_capacity;
+}
 /* Called for each lock the supervisor frees: slot index and its token. */
 typedef void (*fl__freed_fn)(void *ctx, uint32_t slot, uint64_t token);
 /* Free every lock held by client index `client` (it died or closed). Returns

@@ -445,9 +445,7 @@ static int fl__lease_slot(fl_region *r, const fl_lease *lease, const char *fn,
         return err;
     if (r->readonly)
         return fl__fail(-EINVAL, "%s: read-only region handle", fn);
-    struct fl__keytab t;
-    fl__keytab_locks(r, &t);
-    if (lease->slot >= fl__keytab_used(&t))
+    if (lease->slot >= fl__locks_used(r))
         return fl__fail(-EINVAL, "%s: lease names slot %u, which this region never issued",
                         fn, lease->slot);
     *sl = fl__slot_at(r, lease->slot);
@@ -522,9 +520,7 @@ int fl__shm_check(fl_region *r, const fl_lease *lease)
     int err = fl__handle_check(r, "fl_check");
     if (err)
         return err;
-    struct fl__keytab t;
-    fl__keytab_locks(r, &t);
-    if (lease->slot >= fl__keytab_used(&t))
+    if (lease->slot >= fl__locks_used(r))
         return fl__fail(-EINVAL, "fl_check: lease names slot %u, which this region never issued",
                         lease->slot);
     uint64_t s = 0, l = 0;
