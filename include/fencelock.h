@@ -571,6 +571,16 @@ FL_API int fl_region_info_get(fl_region *r, fl_region_info *info);
 #define FL_LOCK_HELD    1 /* held by an unexpired lease */
 #define FL_LOCK_EXPIRED 2 /* held by a lease whose deadline has passed */
 
+/* The counters of fl_lock_info count since the region was created.  Exact:
+ * deaths, renewals, renew_failed, release_failed, busy, timeouts.
+ * Statistics: acquisitions, contended, expiries_taken, releases.  The
+ * key's holder writes these without a locked instruction (the uncontended
+ * acquire+release is cheaper for it), so a concurrent update can be lost:
+ * only when a holder is paused or preempted past its lease deadline within
+ * the few instructions after its acquisition and another process takes the
+ * key over meanwhile.  They may then read low, by one per such pause, never
+ * high.  A release is counted by the key's next acquisition; while the key
+ * is free after a release, that last one is included. */
 typedef struct fl_lock_info {
     char     key[FL_KEY_MAX + 1];
     int      state;            /* FL_LOCK_FREE, FL_LOCK_HELD or FL_LOCK_EXPIRED */
@@ -582,13 +592,13 @@ typedef struct fl_lock_info {
     uint32_t waiters;          /* processes waiting now (see CAVEATS) */
     uint32_t last_release;     /* how the last holding ended: 0 released, FL_LEASE_OWNER_DIED,
                                   FL_LEASE_EXPIRED (voided) */
-    uint64_t acquisitions;     /* successful acquisitions */
-    uint64_t contended;        /* acquisitions that found the key held */
-    uint64_t expiries_taken;   /* acquisitions that took an expired lease over */
+    uint64_t acquisitions;     /* successful acquisitions (a statistic: see above) */
+    uint64_t contended;        /* acquisitions that found the key held (statistic) */
+    uint64_t expiries_taken;   /* acquisitions that took an expired lease over (statistic) */
     uint64_t deaths;           /* holdings released by the supervisor for a dead holder */
     uint64_t renewals;
     uint64_t renew_failed;
-    uint64_t releases;
+    uint64_t releases;         /* holdings ended by fl_release() (statistic: see above) */
     uint64_t release_failed;   /* releases refused as stale */
     uint64_t last_stale_token; /* the last renew or release refused as stale: its token, */
     uint32_t last_stale_pid;   /* its pid, */

@@ -106,7 +106,11 @@
  *   176 u64 counters[10]: acquisitions, contended, expiries_taken, deaths,
  *                        renewals, renew_failed, releases, release_failed,
  *                        busy (tries that found the key held), timeouts
- *                        (waits that ended with the key still held)
+ *                        (waits that ended with the key still held).
+ *                        acquisitions, contended, expiries_taken and releases
+ *                        are written by the key's holder with plain stores,
+ *                        releases by the acquisition after the release; the
+ *                        others by locked adds (slot.c, COUNTERS)
  *   256 u64 last_stale_token, 264 u32 last_stale_pid, 268 u32 last_stale_op
  *                        (the last renew or release refused as stale)
  *   272 reserved (48 bytes)

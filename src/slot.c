@@ -82,6 +82,28 @@
  *             seq_cst: either the waiter sees the flag before sleeping, or
  *             the trigger sees the word and its bump makes the futex_wait
  *             return at once (the same Dekker argument as WAITING).
+ *
+ * COUNTERS (the slot's counters[], statistics for fl_lock_info_get; they
+ * order nothing, so every access is relaxed)
+ *   holder-only  acquisitions, contended, expiries_taken, releases: written
+ *             by an acquisition right after the CAS that made it the holder,
+ *             with a plain load and store (fl__count_held: no locked
+ *             instruction; issue 17 found the two locked adds of an
+ *             acquire+release at 2.8 ns).  A release is counted by the
+ *             acquisition that follows it, when the pair that acquisition
+ *             replaced is free with no FREED_* mark (a count after the release CAS would
+ *             race with the next holder's); fl_lock_info_get adds the last
+ *             holding's release while the key is free.  Another writer of
+ *             these words exists only once this holder's lease has ended, so
+ *             an update is lost only when a holder is paused (or preempted)
+ *             past its deadline between its CAS and its store and another
+ *             acquisition takes the key over meanwhile: these counts may be
+ *             low (by one per such pause), never high.  A holder killed at
+ *             that point loses its count, as it always did.
+ *   shared    busy, timeouts, renewals (threads sharing one lease may renew
+ *             it at once), renew_failed, release_failed, deaths: written by
+ *             processes that do not hold the key (or may not): a locked add
+ *             (fl__count), exact.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -156,10 +178,20 @@ static int fl__make_lease(fl_region *r, uint64_t now, uint64_t lease_ns, uint64_
     return 0;
 }
 
+/* A counter that processes other than the key's holder write (COUNTERS). */
 static inline void fl__count(struct fl__slot *sl, enum fl__lock_counter c)
 {
     /* relaxed: statistics, nothing is ordered by them */
     atomic_fetch_add_explicit(&sl->counters[c], 1, memory_order_relaxed);
+}
+
+/* A counter only the key's holder writes, by the holder (COUNTERS): a
+ * plain load and store, no locked instruction. */
+static inline void fl__count_held(struct fl__slot *sl, enum fl__lock_counter c)
+{
+    /* relaxed: statistics; COUNTERS says which update a pause can lose */
+    uint64_t n = atomic_load_explicit(&sl->counters[c], memory_order_relaxed);
+    atomic_store_explicit(&sl->counters[c], n + 1, memory_order_relaxed);
 }
 
 static void fl__wake_waiters(struct fl__slot *sl)
@@ -356,11 +388,16 @@ int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t ti
          * our thread id before the token */
         atomic_store_explicit(&r->held_tid[idx], fl__self_tid(), memory_order_relaxed);
         atomic_store_explicit(&r->held[idx], next, memory_order_release);
-        fl__count(sl, FL__C_ACQUISITIONS);
+        /* We hold the key: its holder-only counters (COUNTERS), with the
+         * release of the holding we follow, if it ended that way (the pair
+         * we replaced, s and l, was free with no FREED_* mark). */
+        fl__count_held(sl, FL__C_ACQUISITIONS);
+        if (!takeover && l == 0 && token != 0)
+            fl__count_held(sl, FL__C_RELEASES);
         if (contended || takeover)
-            fl__count(sl, FL__C_CONTENDED);
+            fl__count_held(sl, FL__C_CONTENDED);
         if (takeover) {
-            fl__count(sl, FL__C_EXPIRIES_TAKEN);
+            fl__count_held(sl, FL__C_EXPIRIES_TAKEN);
             uint64_t deadline = fl__deadline_ns(r, l); /* l: the pair we replaced */
             fl__event_post(r, &(struct fl__event_data){.type = FL__EV_TAKEOVER,
                                                        .slot = idx,
@@ -502,8 +539,9 @@ int fl__shm_release(fl_region *r, const fl_lease *lease)
         /* No clock read: if the CAS succeeds nobody took the key over, so
          * the holding was never overlapped, expired or not. */
         if (fl__pair_cas(&sl->pair, &s, &l, lease->token << FL__TOKEN_SHIFT, 0)) {
-            fl__count(sl, FL__C_RELEASES);
-            /* Killed here, between the CAS and the wake: fencelockd wakes
+            /* Counted by the next acquisition, which holds the key then
+             * (COUNTERS): a count here would race with it.
+             * Killed here, between the CAS and the wake: fencelockd wakes
              * the sleepers when it reaps us (fl__slots_wake_sleepers).
              * Stopped here, or unregistered: they wake at the deadline they
              * saw (I4). */
@@ -639,6 +677,12 @@ int fl__shm_lock_info_get(fl_region *r, uint32_t index, fl_lock_info *info)
     if (fl__key_published(&t, index, info->key) != 0)
         return fl__fail(-ENOENT, "lock slot %u holds no published key", index);
     struct fl__slot *sl = fl__slot_at(r, index);
+    /* The counters before the pair: a release counted between the two
+     * reads (by an acquisition after it) can then be missed, never counted
+     * twice (COUNTERS).  relaxed: display only. */
+    uint64_t c[FL__C_COUNT];
+    for (int i = 0; i < FL__C_COUNT; i++)
+        c[i] = atomic_load_explicit(&sl->counters[i], memory_order_relaxed);
     uint64_t s = 0, l = 0;
     fl__pair_load(&sl->pair, &s, &l);
     uint64_t now = fl__now(r);
@@ -660,16 +704,15 @@ int fl__shm_lock_info_get(fl_region *r, uint32_t index, fl_lock_info *info)
     info->holder_pid = atomic_load_explicit(&sl->holder_pid, memory_order_relaxed);
     info->holder_client_id = atomic_load_explicit(&sl->holder_client_id, memory_order_relaxed);
     info->waiters = atomic_load_explicit(&sl->waiters, memory_order_relaxed);
-    uint64_t c[FL__C_COUNT];
-    for (int i = 0; i < FL__C_COUNT; i++)
-        c[i] = atomic_load_explicit(&sl->counters[i], memory_order_relaxed);
     info->acquisitions = c[FL__C_ACQUISITIONS];
     info->contended = c[FL__C_CONTENDED];
     info->expiries_taken = c[FL__C_EXPIRIES_TAKEN];
     info->deaths = c[FL__C_DEATHS];
     info->renewals = c[FL__C_RENEWALS];
     info->renew_failed = c[FL__C_RENEW_FAILED];
-    info->releases = c[FL__C_RELEASES];
+    /* The last holding's release is counted by the next acquisition: a
+     * free pair with no FREED_* mark after a token was issued is one more. */
+    info->releases = c[FL__C_RELEASES] + (!(s & FL__HELD) && l == 0 && info->token != 0);
     info->release_failed = c[FL__C_RELEASE_FAILED];
     info->busy = c[FL__C_BUSY];
     info->timeouts = c[FL__C_TIMEOUTS];
