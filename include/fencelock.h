@@ -332,6 +332,67 @@ FL_API int fl_cancel_is_triggered(const fl_cancel *c);
 FL_API int fl_acquire_cancelable(fl_region *r, const char *key, uint64_t lease_ns,
                                  int64_t timeout_ns, fl_cancel *cancel, fl_lease *lease);
 
+/* ---- Key handles ----------------------------------------------------------
+ *
+ * A key handle is a key looked up once: fl_key_resolve() does what
+ * fl_acquire() does before it takes the lock (checks the key, hashes it,
+ * finds its slot in the region's index or creates it), and fl_acquire_key()
+ * then takes the lock without any of that.  It is the same lock: the same
+ * tokens (acquisitions by handle and by name of one key interleave, and
+ * their tokens keep increasing strictly: I1), the same leases, waits,
+ * -EDEADLK and cancel rules, and the lease is renewed, released and
+ * committed with as any other.  Resolve the keys a program takes often,
+ * once (at start).
+ *
+ * A key handle is a plain value: copy it, share it between threads.  It is
+ * valid with the region handle that resolved it, until fl_close(), and with
+ * no other: not another handle of the same region, nor a handle opened in a
+ * child after fork() (acquisitions refuse it, -EINVAL).  Only
+ * fl_key_resolve() makes one; never build or change one by hand.  A region
+ * file never frees or reuses a key's slot, so a handle cannot come to name
+ * another key.
+ */
+typedef struct fl_key {
+    uint32_t slot;        /* which lock, in the backend's numbering (as fl_lease.slot:
+                             shared memory: the key's lock slot) */
+    uint32_t reserved0;   /* zero */
+    uint64_t handle;      /* the tag of the region handle that resolved it; never 0 */
+    uint64_t reserved[2]; /* zero; room for a later backend (docs/abi.md) */
+} fl_key;
+
+/* Resolve key into *k for fl_acquire_key(), creating the key's lock slot on
+ * first use as fl_acquire() does (the key then exists for the life of the
+ * region; nothing is acquired, no token is consumed).  On failure *k is
+ * zeroed, and no acquisition accepts it.
+ * Errors:
+ *   -EINVAL      NULL argument, key of 0 or more than FL_KEY_MAX bytes, or a
+ *                read-only handle
+ *   -ENOSPC      the key is new and the region's lock table is full
+ *   -EPROTO      the region's shared data is corrupt (fl_last_error() says where)
+ *   -EOPNOTSUPP  the region's backend has no key handles (fl_last_error() names it)
+ */
+FL_API int fl_key_resolve(fl_region *r, const char *key, fl_key *k);
+
+/* fl_acquire() of the key that k was resolved from (see above): lease_ns,
+ * timeout_ns and lease as there.
+ * Errors: those of fl_acquire() except -ENOSPC (the key exists), with:
+ *   -EINVAL      NULL argument; a key handle that r did not resolve (zeroed by a
+ *                failed fl_key_resolve(), resolved by another region handle, or
+ *                changed by hand) or that names a slot r's region never issued
+ *                (fl_last_error() says which); lease_ns 0; timeout_ns < 0 other
+ *                than FL_WAIT_FOREVER; a read-only handle
+ *   -EOPNOTSUPP  the region's backend has no key handles
+ */
+FL_API int fl_acquire_key(fl_region *r, const fl_key *k, uint64_t lease_ns, int64_t timeout_ns,
+                          fl_lease *lease);
+
+/* fl_acquire_key() whose wait ends with -ECANCELED when cancel is triggered,
+ * as fl_acquire_cancelable()'s.  Errors: those of fl_acquire_key(), and
+ *   -ECANCELED the key was held and cancel was or became triggered
+ *   -EINVAL    cancel is NULL (and fl_acquire_key()'s cases) */
+FL_API int fl_acquire_key_cancelable(fl_region *r, const fl_key *k, uint64_t lease_ns,
+                                     int64_t timeout_ns, fl_cancel *cancel, fl_lease *lease);
+
 /* Extend a lease to now + lease_ns; updates lease->deadline_ns.
  * Errors:
  *   -ESTALE    ownership lost: the lease expired or the key was taken over

@@ -108,6 +108,11 @@ struct fl_region {
 
     /* A backend other than shared memory: its own state (NULL for shm). */
     void *backend;
+
+    /* Every backend's: this handle's tag, which the key handles it resolves
+     * carry (fl_key.handle), so that a key handle is only ever used with
+     * the handle that resolved it.  Set by api.c at open; never 0. */
+    uint64_t key_cookie;
 };
 
 /* ---- The shared-memory backend's entries in its ops table (backends.c) ----
@@ -117,6 +122,12 @@ int fl__shm_open(const char *path, bool readonly, bool named, fl_region **out);
 void fl__shm_close(fl_region *r);
 int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
                     fl_cancel *cancel, fl_lease *lease);
+/* fl_key_resolve (sets k->slot only: api.c zeroed k and sets its handle). */
+int fl__shm_key_resolve(fl_region *r, const char *key, fl_key *k);
+/* fl_acquire_key and fl_acquire_key_cancelable (cancel NULL for the former);
+ * api.c has checked that k came from r. */
+int fl__shm_acquire_key(fl_region *r, const fl_key *k, uint64_t lease_ns, int64_t timeout_ns,
+                        fl_cancel *cancel, fl_lease *lease);
 int fl__shm_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns);
 int fl__shm_release(fl_region *r, const fl_lease *lease);
 int fl__shm_check(fl_region *r, const fl_lease *lease);

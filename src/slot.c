@@ -104,6 +104,15 @@
  *             it at once), renew_failed, release_failed, deaths: written by
  *             processes that do not hold the key (or may not): a locked add
  *             (fl__count), exact.
+ *
+ * KEY HANDLES (fl_key_resolve, fl_acquire_key)
+ *   A key handle is the key's slot index, resolved once; acquiring by it
+ *   skips the key check, the hash and the probe.  Slots are never freed or
+ *   reused and a published slot's key never changes, so an index once
+ *   resolved names the same key for the life of the mapping.  Checks: api.c
+ *   compares the handle's tag with the region handle's (it came from this
+ *   handle, hence this mapping); here, the index is below the slots handed
+ *   out.  Then the acquisition is fl_acquire's, step for step.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -194,6 +203,12 @@ static inline void fl__count_held(struct fl__slot *sl, enum fl__lock_counter c)
     atomic_store_explicit(&sl->counters[c], n + 1, memory_order_relaxed);
 }
 
+/* The key of slot sl, for a message: "%.*s" and these two arguments.  Its
+ * bytes never change once published; the length is clamped (shared memory
+ * is untrusted). */
+#define FL__SLOT_KEY(sl) \
+    (int)((sl)->key.len < FL_KEY_MAX ? (sl)->key.len : FL_KEY_MAX), (sl)->key.bytes
+
 static void fl__wake_waiters(struct fl__slot *sl)
 {
     /* seq_cst: the Dekker read after our pair CAS (see WAITING) */
@@ -272,33 +287,97 @@ static int fl__wait_for_change(fl_region *r, struct fl__slot *sl, uint64_t s, ui
     return rc;
 }
 
-int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
-                       fl_cancel *cancel, fl_lease *lease)
+/* The checks every acquisition makes of its arguments (fn names the public
+ * function in messages). */
+static inline int fl__acquire_args(fl_region *r, uint64_t lease_ns, int64_t timeout_ns,
+                                   const fl_lease *lease, const char *fn)
 {
     if (!r || !lease)
-        return fl__fail(-EINVAL, "fl_acquire: NULL argument");
-    int err = fl__handle_check(r, "fl_acquire");
+        return fl__fail(-EINVAL, "%s: NULL argument", fn);
+    int err = fl__handle_check(r, fn);
     if (err)
         return err;
     if (r->readonly)
-        return fl__fail(-EINVAL, "fl_acquire: read-only region handle");
+        return fl__fail(-EINVAL, "%s: read-only region handle", fn);
     if (lease_ns == 0)
-        return fl__fail(-EINVAL, "fl_acquire: lease_ns must be > 0");
+        return fl__fail(-EINVAL, "%s: lease_ns must be > 0", fn);
     if (timeout_ns < 0 && timeout_ns != FL_WAIT_FOREVER)
-        return fl__fail(-EINVAL, "fl_acquire: timeout_ns must be >= 0 or FL_WAIT_FOREVER");
+        return fl__fail(-EINVAL, "%s: timeout_ns must be >= 0 or FL_WAIT_FOREVER", fn);
+    return 0;
+}
+
+/* Find key's slot, creating it on first use (fl_acquire, fl_key_resolve). */
+static int fl__slot_of_key(fl_region *r, const char *key, uint32_t *idx)
+{
     int len = fl__key_check(key);
     if (len < 0)
         return len;
     struct fl__keytab t;
     fl__keytab_locks(r, &t);
-    uint32_t idx = 0;
-    err = fl__key_find_or_create(&t, key, (size_t)len, &idx);
+    int err = fl__key_find_or_create(&t, key, (size_t)len, idx);
     if (err == -ENOSPC)
         return fl__fail(-ENOSPC, "region %s: lock table full (%u keys); cannot add key \"%s\"",
                         r->path, r->lock_capacity, key);
+    return err;
+}
+
+static int fl__acquire_slot(fl_region *r, uint32_t idx, uint64_t lease_ns, int64_t timeout_ns,
+                            fl_cancel *cancel, fl_lease *lease);
+
+int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
+                    fl_cancel *cancel, fl_lease *lease)
+{
+    int err = fl__acquire_args(r, lease_ns, timeout_ns, lease, "fl_acquire");
     if (err)
         return err;
+    uint32_t idx = 0;
+    err = fl__slot_of_key(r, key, &idx);
+    if (err)
+        return err;
+    return fl__acquire_slot(r, idx, lease_ns, timeout_ns, cancel, lease);
+}
+
+int fl__shm_key_resolve(fl_region *r, const char *key, fl_key *k)
+{
+    if (!r || !k)
+        return fl__fail(-EINVAL, "fl_key_resolve: NULL argument");
+    int err = fl__handle_check(r, "fl_key_resolve");
+    if (err)
+        return err;
+    if (r->readonly)
+        return fl__fail(-EINVAL, "fl_key_resolve: read-only region handle");
+    uint32_t idx = 0;
+    err = fl__slot_of_key(r, key, &idx);
+    if (err)
+        return err;
+    k->slot = idx;
+    return 0;
+}
+
+/* A key handle names its slot: bounds-checked against the slots handed out
+ * (a handle is only ever made by fl_key_resolve on this region handle, which
+ * api.c has checked by its tag; slots are never freed or reused, so the
+ * slot still holds the key it was resolved for). */
+int fl__shm_acquire_key(fl_region *r, const fl_key *k, uint64_t lease_ns, int64_t timeout_ns,
+                        fl_cancel *cancel, fl_lease *lease)
+{
+    int err = fl__acquire_args(r, lease_ns, timeout_ns, lease, "fl_acquire_key");
+    if (err)
+        return err;
+    if (!k)
+        return fl__fail(-EINVAL, "fl_acquire_key: NULL argument");
+    if (__builtin_expect(k->slot >= fl__locks_used(r), 0))
+        return fl__fail(-EINVAL, "fl_acquire_key: key handle names slot %u, which this region "
+                        "never issued", k->slot);
+    return fl__acquire_slot(r, k->slot, lease_ns, timeout_ns, cancel, lease);
+}
+
+/* The acquisition proper, of slot idx (published, < the slots in use). */
+static int fl__acquire_slot(fl_region *r, uint32_t idx, uint64_t lease_ns, int64_t timeout_ns,
+                            fl_cancel *cancel, fl_lease *lease)
+{
     struct fl__slot *sl = fl__slot_at(r, idx);
+    int err;
 
     /* One clock read per attempt; the wait deadline needs one more, only
      * when there is a timeout to wait for. */
@@ -324,14 +403,15 @@ int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t ti
                     atomic_load_explicit(&r->held_tid[idx], memory_order_relaxed) ==
                         fl__self_tid())
                     return fl__fail(-EDEADLK,
-                                    "key \"%s\" is held by this handle (token %llu): waiting "
+                                    "key \"%.*s\" is held by this handle (token %llu): waiting "
                                     "would only outlast its own lease",
-                                    key, (unsigned long long)(s >> FL__TOKEN_SHIFT));
+                                    FL__SLOT_KEY(sl), (unsigned long long)(s >> FL__TOKEN_SHIFT));
                 if (cancel && atomic_load(&cancel->cancelled))
-                    return fl__fail(-ECANCELED, "wait for key \"%s\" cancelled", key);
+                    return fl__fail(-ECANCELED, "wait for key \"%.*s\" cancelled",
+                                    FL__SLOT_KEY(sl));
                 if (wait_until && now >= wait_until) {
                     fl__count(sl, FL__C_TIMEOUTS);
-                    return fl__fail(-ETIMEDOUT, "key \"%s\" stayed held", key);
+                    return fl__fail(-ETIMEDOUT, "key \"%.*s\" stayed held", FL__SLOT_KEY(sl));
                 }
                 if (!spun) {
                     spun = true;
@@ -340,10 +420,10 @@ int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t ti
                 }
                 err = fl__wait_for_change(r, sl, s, l, wait_until, cancel);
                 if (err == -ECANCELED)
-                    return fl__fail(err, "wait for key \"%s\" cancelled", key);
+                    return fl__fail(err, "wait for key \"%.*s\" cancelled", FL__SLOT_KEY(sl));
                 if (err) {
                     fl__count(sl, FL__C_TIMEOUTS);
-                    return fl__fail(err, "key \"%s\" stayed held", key);
+                    return fl__fail(err, "key \"%.*s\" stayed held", FL__SLOT_KEY(sl));
                 }
                 continue;
             }
@@ -357,7 +437,7 @@ int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t ti
         }
         uint64_t token = s >> FL__TOKEN_SHIFT;
         if (token >= FL_TOKEN_MAX)
-            return fl__fail(-EOVERFLOW, "key \"%s\": token space spent", key);
+            return fl__fail(-EOVERFLOW, "key \"%.*s\": token space spent", FL__SLOT_KEY(sl));
         /* relaxed: the floor only rises, before clients of a new epoch open
          * (they learn of it through registration); order among tokens comes
          * from the CAS on this slot */
@@ -369,9 +449,9 @@ int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t ti
                                                                       : FL_TOKEN_EPOCH(token);
         if (FL_TOKEN_EPOCH(next) > epoch || next > FL_TOKEN_MAX)
             return fl__fail(-EOVERFLOW,
-                            "key \"%s\": token counter of epoch %llu spent (fencelockd "
+                            "key \"%.*s\": token counter of epoch %llu spent (fencelockd "
                             "advances the epoch; is it running?)",
-                            key, (unsigned long long)epoch);
+                            FL__SLOT_KEY(sl), (unsigned long long)epoch);
         uint64_t nl = 0;
         err = fl__make_lease(r, now, lease_ns, &nl);
         if (err)

@@ -133,13 +133,18 @@
  *                     fails the non-progress search (a livelock: --np).
  */
 /* Outside the model, unchanged by it: the entry checks against a handle
- * used after fork (fl__handle_check: a guard before any step), and the
+ * used after fork (fl__handle_check: a guard before any step) and of a key
+ * handle's tag and slot (fl_acquire_key: guards before any step; after them
+ * an acquisition by key handle is fl_acquire's, step for step, on the slot
+ * the handle names, so the model's acquire is both), and the
  * conversion of deadlines by a time namespace's offset (fl__deadline_ns,
  * fl__make_lease: the same arithmetic in every process, so every process
  * reads the same deadline from the same pair; the model's clock is host
- * time); the statistics counters (busy tries, timed-out waits: relaxed
- * increments on the paths that return); and the early returns around a wait (slot.c, EARLY RETURNS): a
- * wait on a key whose state word holds this handle's own latest token
+ * time); the statistics counters (slot.c, COUNTERS: relaxed locked adds on
+ * the paths that return, and the holder's plain load and store after its
+ * acquiring CAS, which count its acquisition and the release before it;
+ * no step of the protocol reads a counter); and the early returns around
+ * a wait (slot.c, EARLY RETURNS): a wait on a key whose state word holds this handle's own latest token
  * returns -EDEADLK, and a cancelled wait returns -ECANCELED, both before
  * any CAS and without sleeping, so they change no pair and no count (a
  * cancelled sleeper undoes its waiters increment as a timed-out one does;
