@@ -296,6 +296,10 @@ int fl__key_find(const struct fl__keytab *t, const char *key, size_t len, uint32
 /* Find key or create it: 0 and *idx, -ENOSPC, -EPROTO. */
 int fl__key_find_or_create(const struct fl__keytab *t, const char *key, size_t len,
                            uint32_t *idx);
+/* fl__key_check, then fl__key_find_or_create in the lock table: the lookup
+ * of fl_acquire and fl_key_resolve in one call.  0 and *idx, or the errors of
+ * both (-EINVAL, -ENOSPC, -EPROTO). */
+int fl__lock_find_or_create(fl_region *r, const char *key, uint32_t *idx);
 /* Copy entry idx's key (NUL-terminated, clamped) into out[FL_KEY_MAX + 1] and
  * tell whether it is published in the index: 0, or -ENOENT. */
 int fl__key_published(const struct fl__keytab *t, uint32_t idx, char out[FL_KEY_MAX + 1]);

@@ -90,7 +90,7 @@ static inline uint64_t fl__fold(uint64_t x)
 }
 
 /* len is 1..FL_KEY_MAX (fl__key_check). */
-static uint32_t fl__hash(const char *key, size_t len)
+static inline __attribute__((always_inline)) uint32_t fl__hash(const char *key, size_t len)
 {
     const unsigned char *p = (const unsigned char *)key;
     uint64_t h = 0xcbf29ce484222325ull ^ len;
@@ -127,7 +127,7 @@ static struct fl__key *fl__entry_key(const struct fl__keytab *t, uint32_t idx)
     return (struct fl__key *)(void *)(t->entries + (size_t)idx * t->stride + t->key_offset);
 }
 
-void fl__keytab_locks(fl_region *r, struct fl__keytab *t)
+static inline void fl__keytab_of_locks(fl_region *r, struct fl__keytab *t)
 {
     t->entries = (char *)r->slots;
     t->stride = sizeof(struct fl__slot);
@@ -138,6 +138,8 @@ void fl__keytab_locks(fl_region *r, struct fl__keytab *t)
     t->next = &r->hdr->next_lock;
     t->spare = &r->spare_slot;
 }
+
+void fl__keytab_locks(fl_region *r, struct fl__keytab *t) { fl__keytab_of_locks(r, t); }
 
 void fl__keytab_records(fl_region *r, struct fl__keytab *t)
 {
@@ -151,7 +153,7 @@ void fl__keytab_records(fl_region *r, struct fl__keytab *t)
     t->spare = &r->spare_record;
 }
 
-int fl__key_check(const char *key)
+static inline int fl__key_len(const char *key)
 {
     if (!key)
         return fl__fail(-EINVAL, "key is NULL");
@@ -163,6 +165,8 @@ int fl__key_check(const char *key)
     return (int)len;
 }
 
+int fl__key_check(const char *key) { return fl__key_len(key); }
+
 uint32_t fl__keytab_used(const struct fl__keytab *t)
 {
     /* relaxed: a count for bounds, not a publication; entries are published
@@ -171,7 +175,8 @@ uint32_t fl__keytab_used(const struct fl__keytab *t)
     return n < t->capacity ? n : t->capacity;
 }
 
-static bool fl__key_equal(const struct fl__key *k, const char *key, size_t len, uint32_t hash)
+static inline __attribute__((always_inline)) bool
+fl__key_equal(const struct fl__key *k, const char *key, size_t len, uint32_t hash)
 {
     /* The entry was published with release; our acquire load of the bucket
      * makes its bytes visible.  Plain reads: they never change after that. */
@@ -179,8 +184,10 @@ static bool fl__key_equal(const struct fl__key *k, const char *key, size_t len, 
 }
 
 /* Walk key's probe sequence. Returns 0 with *idx when found; -ENOENT with
- * *empty_at = first empty bucket; -EPROTO on corruption. */
-static int fl__probe(const struct fl__keytab *t, const char *key, size_t len, uint32_t hash,
+ * *empty_at = first empty bucket; -EPROTO on corruption.  Inlined: in
+ * fl__lock_find_or_create the table's stride and key offset are then
+ * constants. */
+static inline __attribute__((always_inline)) int fl__probe(const struct fl__keytab *t, const char *key, size_t len, uint32_t hash,
                      uint32_t *idx, uint32_t *empty_at)
 {
     uint32_t used = fl__keytab_used(t);
@@ -245,15 +252,55 @@ static void fl__entry_keep_spare(const struct fl__keytab *t, uint32_t idx)
     (void)old; /* a second spare (two threads racing) is leaked: one entry, rare */
 }
 
-int fl__key_find_or_create(const struct fl__keytab *t, const char *key, size_t len,
-                           uint32_t *idx)
+static int fl__key_create(const struct fl__keytab *t, const char *key, size_t len,
+                          uint32_t hash, uint32_t empty, uint32_t *idx);
+
+static inline __attribute__((always_inline)) int
+fl__find_or_create(const struct fl__keytab *t, const char *key, size_t len, uint32_t *idx)
 {
     uint32_t hash = fl__hash(key, len), empty = 0;
     int err = fl__probe(t, key, len, hash, idx, &empty);
-    if (err != -ENOENT)
+    if (__builtin_expect(err != -ENOENT, 1))
         return err;
+    return fl__key_create(t, key, len, hash, empty, idx);
+}
+
+int fl__key_find_or_create(const struct fl__keytab *t, const char *key, size_t len,
+                           uint32_t *idx)
+{
+    return fl__find_or_create(t, key, len, idx);
+}
+
+/* The creation behind fl__lock_find_or_create, out of line: its table of
+ * its own, so that the caller's never leaves registers. */
+static __attribute__((noinline)) int fl__lock_create(fl_region *r, const char *key, size_t len,
+                                                     uint32_t hash, uint32_t empty, uint32_t *idx)
+{
+    struct fl__keytab t;
+    fl__keytab_of_locks(r, &t);
+    return fl__key_create(&t, key, len, hash, empty, idx);
+}
+
+int fl__lock_find_or_create(fl_region *r, const char *key, uint32_t *idx)
+{
+    int len = fl__key_len(key);
+    if (len < 0)
+        return len;
+    struct fl__keytab t;
+    fl__keytab_of_locks(r, &t);
+    uint32_t hash = fl__hash(key, (size_t)len), empty = 0;
+    int err = fl__probe(&t, key, (size_t)len, hash, idx, &empty);
+    if (__builtin_expect(err != -ENOENT, 1))
+        return err;
+    return fl__lock_create(r, key, (size_t)len, hash, empty, idx);
+}
+
+/* Not found (the probe ended at bucket empty): create it. */
+static int fl__key_create(const struct fl__keytab *t, const char *key, size_t len,
+                          uint32_t hash, uint32_t empty, uint32_t *idx)
+{
     uint32_t mine = 0;
-    err = fl__entry_take(t, &mine);
+    int err = fl__entry_take(t, &mine);
     if (err == -ENOSPC) {
         /* It may have been created meanwhile; only then is "full" wrong. */
         if (fl__probe(t, key, len, hash, idx, &empty) == 0)

@@ -309,12 +309,7 @@ static inline int fl__acquire_args(fl_region *r, uint64_t lease_ns, int64_t time
 /* Find key's slot, creating it on first use (fl_acquire, fl_key_resolve). */
 static int fl__slot_of_key(fl_region *r, const char *key, uint32_t *idx)
 {
-    int len = fl__key_check(key);
-    if (len < 0)
-        return len;
-    struct fl__keytab t;
-    fl__keytab_locks(r, &t);
-    int err = fl__key_find_or_create(&t, key, (size_t)len, idx);
+    int err = fl__lock_find_or_create(r, key, idx);
     if (err == -ENOSPC)
         return fl__fail(-ENOSPC, "region %s: lock table full (%u keys); cannot add key \"%s\"",
                         r->path, r->lock_capacity, key);
