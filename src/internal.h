@@ -232,6 +232,12 @@ int fl__region_map_named(const char *path, bool readonly, bool named, fl_region 
 
 void fl__region_unmap(fl_region *r);
 int fl__region_resolve_path(const char *path, char *buf, size_t cap);
+/* fencelockd --huge-pages: back the region with transparent huge pages where
+ * the kernel allows it for its file (region.c, HUGE PAGES).  0 with *huge the
+ * bytes of this mapping now on huge pages (why says if that is only part);
+ * else a negative errno, nothing changed, and why (cap bytes) says what the
+ * kernel allows and what to change.  Never fatal. */
+int fl__region_huge_pages(fl_region *r, uint64_t *huge, char *why, size_t cap);
 /* The parameters a mapped region was created with. */
 void fl__region_params(const fl_region *r, struct fl__params *p);
 /* hash.c: FNV-1a 64 of n bytes. */

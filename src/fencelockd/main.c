@@ -55,6 +55,10 @@ static const char usage_text[] =
     "      --clients N          client table size, 1..65535 [1024]\n"
     "      --spare-buffers N    commit buffers beyond one per record, for commits\n"
     "                           in flight [64]\n"
+    "      --huge-pages         back the region with transparent huge pages where\n"
+    "                           the kernel allows it (tmpfs mounted with huge=...);\n"
+    "                           elsewhere a warning (huge_pages_unavailable), not\n"
+    "                           a failure\n"
     "      --state PATH         durable state file holding the token epoch (default:\n"
     "                           /var/lib/fencelock/NAME.state for root, else\n"
     "                           $XDG_STATE_HOME/fencelock/NAME.state)\n"
@@ -102,8 +106,9 @@ static const char usage_text[] =
     "Log events: start, found, epoch_advanced, client_registered, client_gone,\n"
     "lock_released_by_death, lease_takeover, fencing_rejection, retry_loop,\n"
     "events_dropped, new_boot, lease_voided, client_refused, fd_limit_low,\n"
-    "records_unvouched, record_unvouched, stop; errors (epoch_space_spent,\n"
-    "boot_id_unreadable, region_truncated, ...) name what failed. client_gone\n"
+    "records_unvouched, record_unvouched, huge_pages, huge_pages_unavailable, stop;\n"
+    "errors (epoch_space_spent, boot_id_unreadable, region_truncated, ...) name\n"
+    "what failed. client_gone\n"
     "says \"closed\" only for a client that called fl_close (it says goodbye on\n"
     "the socket), \"died\" otherwise.\n"
     "\n"
@@ -139,6 +144,7 @@ struct options {
     uint64_t metrics_interval_ns;
     struct fl__params params;
     bool given[5];
+    bool huge_pages;     /* --huge-pages */
     gid_t gid;           /* --group, (gid_t)-1 if not given */
     unsigned mode;       /* --mode of the region file and socket */
     bool access_given;   /* --group or --mode */
@@ -190,6 +196,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         {"record-size", required_argument, NULL, 'S'},
         {"clients", required_argument, NULL, 'C'},
         {"spare-buffers", required_argument, NULL, 'B'},
+        {"huge-pages", no_argument, NULL, 'H'},
         {"state", required_argument, NULL, 's'},
         {"min-token", required_argument, NULL, 'm'},
         {"flush-interval", required_argument, NULL, 'f'},
@@ -220,6 +227,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         case 'S': err = parse_u32("record-size", optarg, FL__MIN_RECORD_SIZE, FL__MAX_RECORD_SIZE, &o->params.record_size); o->given[2] = true; break;
         case 'C': err = parse_u32("clients", optarg, 1, FL__MAX_CLIENTS, &o->params.clients); o->given[3] = true; break;
         case 'B': err = parse_u32("spare-buffers", optarg, 1, 1u << 20, &o->params.spare_buffers); o->given[4] = true; break;
+        case 'H': o->huge_pages = true; break;
         case 's': o->state = optarg; break;
         case 'm': {
             char *end;
@@ -381,6 +389,28 @@ static void vouch_records(fl_region *r)
     }
 }
 
+/* --huge-pages: a log line either way; running on small pages is not a failure. */
+static void apply_huge_pages(fl_region *r)
+{
+    uint64_t huge = 0;
+    char why[FL__PATH_MSG_SIZE];
+    int err = fl__region_huge_pages(r, &huge, why, sizeof why);
+    if (err) {
+        log_begin("warn", "huge_pages_unavailable");
+        log_str("region", r->path);
+        log_str("message", why);
+        log_end();
+        return;
+    }
+    log_begin("info", "huge_pages");
+    log_str("region", r->path);
+    log_u64("bytes", huge);
+    log_u64("region_bytes", r->size);
+    if (why[0])
+        log_str("message", why);
+    log_end();
+}
+
 /* Log what the last run left, then start a new epoch above every token that
  * may ever have been handed out (see epoch.c). */
 static int start_epoch(fl_region *r, const struct options *o, const char *state_path)
@@ -504,6 +534,8 @@ int main(int argc, char **argv)
         fl__region_unmap(r);
         return lerr == -EBUSY ? EXIT_BUSY : EXIT_REGION;
     }
+    if (o.huge_pages)
+        apply_huge_pages(r);
     /* --group/--mode of an existing region: before any client is admitted. */
     if (o.access_given && access_apply(r, o.gid, o.mode) != 0) {
         fl__region_unmap(r);
