@@ -150,7 +150,7 @@
  * cancelled sleeper undoes its waiters increment as a timed-out one does;
  * the trigger's bump of wake_seq is one more spurious wake, which the
  * model's waiters already tolerate). */
-/* C-VERSION: src/slot.c git-blob ebeb7a2edbdc6c481b336600d6866a317d1ab3bc */
+/* C-VERSION: src/slot.c git-blob 86cbb533cbc550ef313bf74ae982292025a136ac */
 
 #ifndef NC
 #define NC 3
