@@ -594,6 +594,19 @@ FL_API const char *fl_region_path(const fl_region *r);
  * a program compiled against a newer header reads 0 in the new fields from an
  * older library.  0 therefore always means "unknown" in an added field. */
 
+/* fl_region_info.run_state: how the last supervisor's run of the region went.
+ * With `served` it tells apart the four cases tools show: FL_RUN_STARTED and
+ * served, a supervisor serves the region now; FL_RUN_STARTED and not served,
+ * it died (or was killed) without shutting down; FL_RUN_CLEAN, it shut down
+ * cleanly; FL_RUN_NEVER, no supervisor has served the region yet. */
+#define FL_RUN_NEVER   0u /* no supervisor has served the region */
+#define FL_RUN_STARTED 1u /* a supervisor started and has not shut down cleanly: it runs, or died */
+#define FL_RUN_CLEAN   2u /* the last supervisor shut down cleanly */
+
+/* Size of fl_region_info.boot_id: the 36 characters of a Linux boot id
+ * (/proc/sys/kernel/random/boot_id) and its NUL, padded. */
+#define FL_BOOT_ID_SIZE 40
+
 typedef struct fl_region_info {
     uint32_t format_version;
     uint32_t lock_capacity;   /* lock slots (keys) the region can hold */
@@ -607,7 +620,7 @@ typedef struct fl_region_info {
     uint64_t created_unix_ns; /* wall-clock creation time, for display only */
     uint64_t token_floor;     /* every new token is at least this */
     uint64_t epoch;           /* FL_TOKEN_EPOCH(token_floor): the current epoch */
-    uint32_t run_state;       /* 0 never served, 1 a supervisor runs (or died), 2 shut down cleanly */
+    uint32_t run_state;       /* FL_RUN_NEVER, FL_RUN_STARTED or FL_RUN_CLEAN (see above) */
     uint32_t ready;           /* 1 if a supervisor readied the region in this boot (its epoch is
                                  durable): fl_open admits clients only then */
     uint64_t started_unix_ns; /* when the last supervisor started (wall clock, display only) */
@@ -619,7 +632,7 @@ typedef struct fl_region_info {
                                    (fl_read answers -EBADMSG for them until recommitted) */
     uint64_t events_dropped;  /* events the supervisor's log never showed: ring full, or a
                                  client stopped while posting (counters stay exact) */
-    char     boot_id[40];     /* boot the region's leases belong to */
+    char     boot_id[FL_BOOT_ID_SIZE]; /* boot the region's leases belong to */
     uint64_t clients_refused; /* registrations the supervisor refused (client table full,
                                  or out of file descriptors): fl_open said -EUSERS */
     uint64_t reserved[7];     /* zero; later fields come from here (see above) */

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * internal.h - what the library's files share: the process-local region
- * handle and the internal (fl__) functions.  Not installed.
+ * handle and the internal (fl__) functions.  Not installed.  It includes
+ * supervise.h, the narrower interface the supervisor gets (fencelockd
+ * includes only that one), and proto.h through it.
  */
 #ifndef FL_INTERNAL_H
 #define FL_INTERNAL_H
@@ -16,17 +18,7 @@
 
 #include "fencelock.h"
 #include "format.h"
-
-/* Sizes the code would otherwise repeat as bare numbers. */
-#define FL__NS_PER_S 1000000000ull
-/* A path (a region, its socket, a state file): Linux's PATH_MAX. */
-#define FL__PATH_SIZE 4096
-/* A path plus a suffix (".sock", ".new.PID", ".tmp.PID"). */
-#define FL__PATH_PLUS_SIZE (FL__PATH_SIZE + 104)
-/* A message that quotes a path and says why. */
-#define FL__PATH_MSG_SIZE (FL__PATH_SIZE + 304)
-/* A boot id: 36 characters and NUL, padded (format.h: header boot_id). */
-#define FL__BOOT_ID_SIZE 40
+#include "supervise.h" /* also the sizes (FL__PATH_SIZE, ...) and proto.h */
 
 /* Monotonic time in nanoseconds.  All lease arithmetic goes through the
  * handle's clock so tests can substitute a controllable one; the library
@@ -169,8 +161,7 @@ void fl__set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void fl__set_error_static(const char *msg);
 #define fl__fail_static(err, msg) (fl__set_error_static(msg), (err))
 
-/* ---- clock.c ---- */
-uint64_t fl__monotonic_ns(void *ctx);
+/* ---- clock.c (fl__monotonic_ns: supervise.h) ---- */
 static inline uint64_t fl__now(const fl_region *r) { return r->clock(r->clock_ctx); }
 /* Read this boot's id (36 characters and NUL) into buf[FL__BOOT_ID_SIZE]; 0 or -errno. */
 int fl__read_boot_id(char buf[FL__BOOT_ID_SIZE]);
@@ -205,51 +196,17 @@ static inline bool fl__handle_is_inherited(const fl_region *r)
     return atomic_load_explicit(r->incarnation_word, memory_order_relaxed) != r->incarnation;
 }
 
-/* ---- region.c ---- */
-struct fl__params {
-    uint32_t locks, records, record_size, clients, spare_buffers;
-};
-#define FL__DEFAULT_LOCKS 4096u
-#define FL__DEFAULT_RECORDS 1024u
-#define FL__DEFAULT_RECORD_SIZE 1024u
-#define FL__DEFAULT_CLIENTS 1024u
-#define FL__DEFAULT_SPARE_BUFFERS 64u
-
-/* Create a region file at path with params, atomically (a complete file
- * appears under the name, or nothing).  -EEXIST if one is there already. */
+/* ---- region.c (struct fl__params, creating, mapping: supervise.h) ---- */
+/* Create a region file at path with params, 0600, atomically (a complete
+ * file appears under the name, or nothing).  -EEXIST if one is there
+ * already.  Tests and fl__test_region_create_ready. */
 int fl__region_create(const char *path, const struct fl__params *p);
-/* The same with group gid ((gid_t)-1: the creator's) and mode (fencelockd
- * --group/--mode), both set before the file appears under path. */
-int fl__region_create_shared(const char *path, const struct fl__params *p, gid_t gid,
-                             unsigned mode);
-/* Map and validate; readonly maps PROT_READ.  Does not register.  Refuses
- * (-EPERM) a directory or file another user controls (paths.c), with the
- * strict rule of a default path. */
-int fl__region_map(const char *path, bool readonly, fl_region **out);
-/* The same; named: the path was named by the caller (paths.c: then the
- * directory's owner is trusted). */
+/* fl__region_map; named: the path was named by the caller (paths.c: then
+ * the directory's owner is trusted). */
 int fl__region_map_named(const char *path, bool readonly, bool named, fl_region **out);
 
-void fl__region_unmap(fl_region *r);
-int fl__region_resolve_path(const char *path, char *buf, size_t cap);
-/* fencelockd --huge-pages: back the region with transparent huge pages where
- * the kernel allows it for its file (region.c, HUGE PAGES).  0 with *huge the
- * bytes of this mapping now on huge pages (why says if that is only part);
- * else a negative errno, nothing changed, and why (cap bytes) says what the
- * kernel allows and what to change.  Never fatal. */
-int fl__region_huge_pages(fl_region *r, uint64_t *huge, char *why, size_t cap);
-/* The parameters a mapped region was created with. */
-void fl__region_params(const fl_region *r, struct fl__params *p);
-/* hash.c: FNV-1a 64 of n bytes. */
-uint64_t fl__checksum(const void *p, size_t n);
-/* ---- ready.c ---- */
-/* Ready the region for the boot with tag boot_tag (fl__boot_tag), or with 0
- * make it not ready: fl_open admits clients only to a ready region (ready.c,
- * READINESS).  Supervisor only. */
-void fl__region_set_ready(fl_region *r, uint64_t boot_tag);
-/* Take the supervisor's lock on the region (ready.c, WHO SERVES THE
- * REGION): 0, -EBUSY when another process holds it, or -errno. */
-int fl__region_lock_serve(fl_region *r);
+/* ---- hash.c (fl__checksum: supervise.h) ---- */
+/* ---- ready.c (the serving lock and readying: supervise.h) ---- */
 /* Whether a supervisor holds that lock now (tests it, takes nothing). */
 bool fl__region_served(const fl_region *r);
 /* fl_open's wait for a region readied in this boot (ready.c, READINESS):
@@ -260,14 +217,16 @@ int fl__await_ready(fl_region *r);
 int fl__test_region_create_ready(const char *path, const struct fl__params *p);
 /* Whether the region's leases belong to the current boot. */
 bool fl__same_boot(const fl_region *r);
+/* Whether the region's boot id is id; had receives it, NUL-terminated
+ * (for messages).  fl__same_boot() with id read from this boot. */
+bool fl__region_boot_is(const fl_region *r, const char id[FL__BOOT_ID_SIZE],
+                        char had[FL__BOOT_ID_SIZE]);
 /* Test hook: substitute the handle's clock. */
 void fl__region_set_clock(fl_region *r, fl__clock_fn fn, void *ctx);
 
 /* ---- paths.c ---- */
 /* True if region_path, or else $FENCELOCK_REGION, names the region. */
 bool fl__path_is_named(const char *region_path);
-/* The directory of a region path into buf ("." for a bare name). */
-int fl__region_dir(const char *region_path, char *buf, size_t cap);
 /* Check the region's directory (paths.c); *owner gets its owner, or
  * (uid_t)-1 if it cannot be looked at.  0 or -EPERM with the reason. */
 int fl__check_region_dir(const char *region_path, bool named, uid_t *owner);
@@ -312,7 +271,7 @@ int fl__key_published(const struct fl__keytab *t, uint32_t idx, char out[FL_KEY_
 /* Entries handed out so far, clamped to capacity (shared memory is untrusted). */
 uint32_t fl__keytab_used(const struct fl__keytab *t);
 
-/* ---- slot.c ---- */
+/* ---- slot.c (fl__slots_wake_sleepers: supervise.h) ---- */
 static inline struct fl__slot *fl__slot_at(const fl_region *r, uint32_t i) { return &r->slots[i]; }
 /* Lock slots handed out so far, clamped to the capacity: a slot a lease or
  * key handle names must be below it.  fl__keytab_used() of the lock table,
@@ -323,17 +282,25 @@ static inline uint32_t fl__locks_used(const fl_region *r)
     uint32_t n = atomic_load_explicit(&r->hdr->next_lock, memory_order_relaxed);
     return n < r->lock_capacity ? n : r->lock_capacity;
 }
-/* Called for each lock the supervisor frees: slot index and its token. */
-typedef void (*fl__freed_fn)(void *ctx, uint32_t slot, uint64_t token);
-/* Free every lock held by client index `client` (it died or closed). Returns
- * how many were freed.  Supervisor only. */
+/* Free every lock held by client index `client` (0: none), marking each
+ * freed by death (FL_LEASE_OWNER_DIED for the next holder) and waking its
+ * waiters; fn (may be NULL) is called for each.  Returns how many.
+ * Two callers:
+ *   - the supervisor, for a client that died or closed
+ *     (fl__sup_client_reap, supervise.c);
+ *   - fl_close, for the closing handle's own index (session.c), so that its
+ *     locks are freed whether or not a supervisor runs.
+ * Both may run on one index at once (fl_close just before the supervisor
+ * sees the connection end): each lock is freed by one CAS from the pair
+ * just read, owner checked, so it is freed once, and a CAS that loses sees
+ * the lock free or taken over and leaves it.  Neither can free another
+ * client's locks: the supervisor hands the index out again only after its
+ * own reap returned, and by then the handle is closed. */
 uint32_t fl__slots_reap_client(fl_region *r, uint32_t client, fl__freed_fn fn, void *ctx);
-/* Void every held lease (a new boot) and zero the waiter counts.
- * Supervisor only, before clients open. */
+/* Void every held lease (a new boot) and zero the waiter counts.  Only
+ * fl__sup_adopt_boot (supervise.c) calls it, in the supervisor's START:
+ * no process of this boot can have opened the region yet. */
 uint32_t fl__slots_void_all(fl_region *r, fl__freed_fn fn, void *ctx);
-/* Wake the sleepers of every key that has any (after clients went away:
- * one may have died between its release and its wake).  Supervisor only. */
-void fl__slots_wake_sleepers(fl_region *r);
 /* The newest token slot i has handed out. */
 uint64_t fl__slot_token(const fl_region *r, uint32_t i);
 
@@ -358,40 +325,7 @@ int fl__client_register(fl_region *r);
  * once per handle; a no-op for an unregistered handle or a supervisor that
  * does not take goodbyes.  Never blocks. */
 void fl__client_goodbye(fl_region *r);
-/* Socket path of a region: path + ".sock". */
-int fl__socket_path(const char *region_path, char *buf, size_t cap);
-
-/* Registration protocol (fixed-size messages on a SOCK_SEQPACKET socket). */
-#define FL__HELLO_MAGIC 0x31434c46u /* "FLC1" */
-#define FL__REPLY_MAGIC 0x31534c46u /* "FLS1" */
-#define FL__GOODBYE_MAGIC 0x31424c46u /* "FLB1" */
-#define FL__PROTO_VERSION 1u
-struct fl__hello {
-    uint32_t magic;
-    uint32_t version;
-    uint32_t pid;      /* informational: the client's own view of its pid */
-    uint32_t reserved;
-};
-/* Refusal statuses: -EUSERS the client table is full; -EMFILE the supervisor
- * is out of file descriptors (the client's fl_open returns -EUSERS for both,
- * fl_last_error() says which); -EPROTO, -EPROTONOSUPPORT a bad hello. */
-struct fl__reply {
-    uint32_t magic;
-    int32_t status;    /* 0 or -errno */
-    uint32_t client;   /* client table index */
-    uint32_t flags;    /* FL__REPLY_*; 0 from supervisors older than the flag */
-    uint64_t client_id;
-    uint64_t dev, ino; /* the region file the supervisor serves */
-};
-#define FL__REPLY_TAKES_GOODBYE 0x1u /* send a goodbye before a clean close */
-/* A clean close, sent by fl_close (fl__client_goodbye) on the registration
- * socket just before it shuts the socket down.  Without it the end of the
- * connection is a death ("died" in the log), whatever /proc still shows. */
-struct fl__goodbye {
-    uint32_t magic;
-    uint32_t reserved;  /* 0 */
-    uint64_t client_id; /* the id the reply assigned */
-};
+/* The registration protocol: proto.h; fl__socket_path: supervise.h. */
 
 /* ---- keepalive.c ---- */
 /* Stop the handle's keepalive thread (fl_close). */
@@ -400,47 +334,30 @@ void fl__keepalive_shutdown(fl_region *r);
 _Static_assert(FL__OP_COMMIT == FL_OP_COMMIT && FL__OP_STRICT_COMMIT == FL_OP_STRICT_COMMIT &&
                    FL__OP_RENEW == FL_OP_RENEW && FL__OP_RELEASE == FL_OP_RELEASE,
                "the log and the inspection API name operations alike");
+_Static_assert(FL__RUN_NEVER == FL_RUN_NEVER && FL__RUN_RUNNING == FL_RUN_STARTED &&
+                   FL__RUN_CLEAN == FL_RUN_CLEAN,
+               "fl_region_info.run_state is the header's run_state, copied as it is");
+_Static_assert(FL__BOOT_ID_SIZE == FL_BOOT_ID_SIZE,
+               "fl_region_info.boot_id is the header's boot_id, copied as it is");
 
-/* ---- events.c ---- */
-struct fl__event_data {
-    uint32_t type, pid, slot, record; /* record: index + 1, 0 for none */
-    uint64_t token, other_token, late_ns, time_ns;
-    uint32_t op, flags;
-};
-/* Post an event for the supervisor; drops it (counted) when the ring is full. */
+/* ---- events.c (struct fl__event_data, the drain: supervise.h) ---- */
+/* Post an event for the supervisor; drops it (counted) when the ring is
+ * full.  Any client; never waits. */
 void fl__event_post(fl_region *r, const struct fl__event_data *d);
-struct fl__event_reader {
-    uint64_t stuck_pos, stuck_since; /* start with stuck_pos = UINT64_MAX */
-};
-typedef void (*fl__event_fn)(void *ctx, const struct fl__event_data *d);
-/* Supervisor: hand every published event to fn, in order.  Returns how many. */
-uint32_t fl__events_drain(fl_region *r, struct fl__event_reader *rd, fl__event_fn fn, void *ctx);
-
-/* ---- proto.c ---- */
-/* Parse a hello from untrusted bytes: 0, -EPROTO or -EPROTONOSUPPORT, with
- * the reason in why. */
-int fl__hello_parse(const void *buf, size_t n, struct fl__hello *out, char *why, size_t whycap);
-/* Parse a supervisor's reply: 0 or -EPROTO (reason in why); out->status may
- * itself be a refusal (negative errno). */
-int fl__reply_parse(const void *buf, size_t n, uint32_t client_capacity, struct fl__reply *out,
-                    char *why, size_t whycap);
-/* Parse a message from a registered client (a goodbye): 0 or -EPROTO with
- * the reason in why.  The caller compares client_id with its table. */
-int fl__goodbye_parse(const void *buf, size_t n, struct fl__goodbye *out, char *why,
-                      size_t whycap);
 
 /* ---- record.c ---- */
 /* Release staging buffers of a dead client and publish those its commit had
- * made current.  Supervisor only.  Returns how many it touched. */
+ * made current.  Returns how many it touched.  Only fl__sup_client_reap
+ * (supervise.c) calls it, for a client that is gone: a staging buffer can
+ * become current only through its owner, so a live owner's are left alone. */
 uint32_t fl__buffers_reap_client(fl_region *r, uint32_t client);
-/* The same for every owner: a new boot, where every writer is gone.
- * Supervisor only, before the region is ready. */
+/* The same for every owner: a new boot, where every writer is gone.  Only
+ * fl__sup_adopt_boot (supervise.c) calls it, before the region is ready. */
 uint32_t fl__buffers_reap_all(fl_region *r);
-/* Called for each record whose value cannot be vouched for. */
-typedef void (*fl__unvouched_fn)(void *ctx, uint32_t record);
 /* Check every record's current value against its buffer (record.c, THE
  * BUFFER SUM); mark those that fail FL__CUR_UNVOUCHED.  Returns how many are
- * unvouched (newly or already).  Supervisor only, before readying. */
+ * unvouched (newly or already).  Only fl__sup_vouch_records (supervise.c)
+ * calls it, before the region is readied. */
 uint32_t fl__records_vouch(fl_region *r, fl__unvouched_fn fn, void *ctx);
 static inline struct fl__buffer *fl__buffer_at(const fl_region *r, uint32_t i)
 {

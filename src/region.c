@@ -505,12 +505,18 @@ void fl__region_set_clock(fl_region *r, fl__clock_fn fn, void *ctx)
     r->clock_ctx = ctx;
 }
 
+bool fl__region_boot_is(const fl_region *r, const char id[FL__BOOT_ID_SIZE],
+                        char had[FL__BOOT_ID_SIZE])
+{
+    memcpy(had, r->hdr->boot_id, FL__BOOT_ID_SIZE);
+    had[FL__BOOT_ID_SIZE - 1] = '\0'; /* shared bytes: never trust the terminator */
+    return strcmp(id, had) == 0;
+}
+
 bool fl__same_boot(const fl_region *r)
 {
     char now[FL__BOOT_ID_SIZE], had[FL__BOOT_ID_SIZE];
     if (fl__read_boot_id(now) != 0)
         return false; /* cannot tell: fail closed, the leases are not vouched for (I11) */
-    memcpy(had, r->hdr->boot_id, sizeof had);
-    had[39] = '\0';
-    return strcmp(now, had) == 0;
+    return fl__region_boot_is(r, now, had);
 }

@@ -25,7 +25,7 @@ type RegionInfo struct {
 	Created          time.Time
 	TokenFloor       uint64 // every new token is at least this
 	Epoch            uint64
-	RunState         uint32 // 0 never served, 1 a supervisor runs (or died), 2 shut down cleanly
+	RunState         uint32 // RunNever, RunStarted (it runs if Served, else it died) or RunClean
 	Ready            bool   // a supervisor readied it in this boot
 	Started          time.Time
 	CleanStop        time.Time
@@ -69,6 +69,13 @@ const (
 	LockFree    = int(C.FL_LOCK_FREE)
 	LockHeld    = int(C.FL_LOCK_HELD)
 	LockExpired = int(C.FL_LOCK_EXPIRED)
+)
+
+// Run states of RegionInfo.RunState: how the last supervisor's run went.
+const (
+	RunNever   = uint32(C.FL_RUN_NEVER)   // no supervisor has served the region
+	RunStarted = uint32(C.FL_RUN_STARTED) // one started and has not shut down cleanly
+	RunClean   = uint32(C.FL_RUN_CLEAN)   // the last one shut down cleanly
 )
 
 // Operations named by LockInfo and RecordInfo.

@@ -4,14 +4,21 @@
  * run --lease/--wait/--kill-after, fencelock status --watch, fencelockd
  * --flush-interval/--metrics-interval, the chaos harness's --duration): a
  * decimal number of seconds ("30", "0.5"), or a decimal number with a unit,
- * us, ms, s, m or h ("250ms", "1.5s", "2m").  One parser, one grammar, so
- * that every program reads and prints times the same way.
+ * us, ms, s, m or h ("250ms", "1.5s", "2m").  One parser, one grammar, and
+ * one formatter, so that every program reads and prints times the same way.
  */
 #ifndef FL_COMMON_DURATION_H
 #define FL_COMMON_DURATION_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* The units, in nanoseconds. */
+#define CLI_NS_PER_US 1000ull
+#define CLI_NS_PER_MS 1000000ull
+#define CLI_NS_PER_S 1000000000ull
+#define CLI_NS_PER_M (60ull * CLI_NS_PER_S)
+#define CLI_NS_PER_H (60ull * CLI_NS_PER_M)
 
 /* The grammar, for usage texts. */
 #define CLI_DURATION_TEXT                                                                   \
@@ -31,8 +38,19 @@
  * and thread-safe (no state, no allocation). */
 int cli_parse_duration(const char *text, uint64_t *ns, const char **why);
 
-/* Format ns exactly, in a form the parser reads back: "0", "250ms",
- * "0.25ms", "1.5s", "90s", "2m".  Always NUL-terminates when cap > 0. */
-void cli_format_duration(uint64_t ns, char *buf, size_t cap);
+/* How cli_format_duration() writes a duration. */
+enum cli_duration_style {
+    /* Every nanosecond, in a form the parser reads back: "0", "250ms",
+     * "0.25ms", "1.5s", "90s", "2m".  For messages that quote a DURATION
+     * given or a limit to meet ("a lease must be at least 250ms"). */
+    CLI_DURATION_EXACT,
+    /* For people reading a view: the largest fitting unit, truncated (never
+     * overstated) to at most two fields or two decimals: "<1us", "850us",
+     * "300ms", "1.25s", "4m05s", "2h03m", "3d04h".  Not the parser's grammar. */
+    CLI_DURATION_BRIEF,
+};
+
+/* Format ns in style.  Always NUL-terminates when cap > 0. */
+void cli_format_duration(uint64_t ns, enum cli_duration_style style, char *buf, size_t cap);
 
 #endif

@@ -4,6 +4,8 @@
 
 #include <time.h>
 
+#include "clocks.h"
+
 void fl__json_string(FILE *f, const char *s)
 {
     fputc('"', f);
@@ -34,9 +36,4 @@ void fl__json_time(FILE *f, uint64_t unix_ns)
     fprintf(f, "\"%s.%06ldZ\"", buf, (long)(unix_ns % 1000000000ull / 1000));
 }
 
-void fl__json_now(FILE *f)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts); /* log timestamps only; never for leases */
-    fl__json_time(f, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
-}
+void fl__json_now(FILE *f) { fl__json_time(f, fl__wall_clock_ns()); }

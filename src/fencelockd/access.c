@@ -54,7 +54,7 @@ int access_parse_group(const char *text, gid_t *gid)
     }
     fprintf(stderr, "fencelockd: --group: no group named '%s' (give a group name or number)\n",
             text);
-    return -1;
+    return -EINVAL;
 }
 
 int access_parse_mode(const char *text, unsigned *mode)
@@ -64,24 +64,24 @@ int access_parse_mode(const char *text, unsigned *mode)
     unsigned long v = strtoul(text, &end, 8);
     if (errno || end == text || *end || text[0] == '-' || text[0] == '+') {
         fprintf(stderr, "fencelockd: --mode: '%s' is not an octal mode such as 0660\n", text);
-        return -1;
+        return -EINVAL;
     }
     if (v & ~0666ul) {
         fprintf(stderr,
                 "fencelockd: --mode %s: only read and write bits (within 0666) are allowed\n",
                 text);
-        return -1;
+        return -EINVAL;
     }
     if ((v & 0600) != 0600) {
         fprintf(stderr, "fencelockd: --mode %s: the owner needs read and write (0600)\n", text);
-        return -1;
+        return -EINVAL;
     }
     if (v & 0002) {
         fprintf(stderr,
                 "fencelockd: --mode %s: others may not write: every user could forge the "
                 "region's state (share it with a group: --group NAME --mode 0660)\n",
                 text);
-        return -1;
+        return -EINVAL;
     }
     *mode = (unsigned)v;
     return 0;
@@ -92,31 +92,36 @@ static unsigned dir_mode(unsigned mode)
     return 0700 | (mode & 0060 ? 0050 : 0) | (mode & 0006 ? 0005 : 0);
 }
 
-void access_make_dir(const char *region_path, gid_t gid, unsigned mode)
+int access_make_dir(const char *region_path, gid_t gid, unsigned mode)
 {
     char dir[FL__PATH_SIZE];
-    if (fl__region_dir(region_path, dir, sizeof dir) != 0)
-        return;
+    int err = fl__region_dir(region_path, dir, sizeof dir);
+    if (err) {
+        log_errorf("mkdir_failed", "cannot name the directory of %s: %s", region_path,
+                   strerror(-err));
+        return err;
+    }
     if (mkdir(dir, 0700) == 0) {
         /* umask does not decide: the mode is what --mode implies */
         if ((gid != (gid_t)-1 && chown(dir, (uid_t)-1, gid) != 0) ||
             chmod(dir, dir_mode(mode)) != 0) {
-            char msg[FL__PATH_PLUS_SIZE];
-            snprintf(msg, sizeof msg, "cannot set the group or mode of directory %s: %s", dir,
-                     strerror(errno));
-            log_error("mkdir_failed", msg);
+            err = neg_errno();
+            log_errorf("mkdir_failed", "cannot set the group or mode of directory %s: %s", dir,
+                       strerror(-err));
+            return err;
         }
-        return;
+        return 0;
     }
     if (errno != EEXIST) {
-        char msg[FL__PATH_PLUS_SIZE];
-        snprintf(msg, sizeof msg, "cannot create directory %s: %s", dir, strerror(errno));
-        log_error("mkdir_failed", msg);
-        return;
+        err = neg_errno();
+        log_errorf("mkdir_failed", "cannot create directory %s: %s", dir, strerror(-err));
+        return err;
     }
+    /* An existing directory: only a warning if the group cannot reach it
+     * (a stat that fails leaves that unknown; opening the region says more). */
     struct stat st;
     if (gid == (gid_t)-1 || stat(dir, &st) != 0)
-        return;
+        return 0;
     bool reachable = (st.st_mode & S_IXOTH) || (st.st_gid == gid && (st.st_mode & S_IXGRP));
     if (!reachable) {
         char msg[FL__PATH_MSG_SIZE];
@@ -128,30 +133,35 @@ void access_make_dir(const char *region_path, gid_t gid, unsigned mode)
         log_str("message", msg);
         log_end();
     }
+    return 0;
 }
 
 int access_apply(fl_region *r, gid_t gid, unsigned mode)
 {
+    int fd = fl__sup_region_fd(r);
     struct stat st;
-    if (fstat(r->fd, &st) != 0)
-        return -1;
+    if (fstat(fd, &st) != 0) {
+        int err = neg_errno();
+        log_errorf("region_access_failed", "cannot stat region %s: %s", fl_region_path(r),
+                   strerror(-err));
+        return err;
+    }
     unsigned had = (unsigned)st.st_mode & 07777;
     bool group_ok = gid == (gid_t)-1 || st.st_gid == gid;
     if (group_ok && had == mode)
         return 0;
-    if ((!group_ok && fchown(r->fd, (uid_t)-1, gid) != 0) ||
-        (had != mode && fchmod(r->fd, (mode_t)mode) != 0)) {
-        char msg[FL__PATH_MSG_SIZE];
-        snprintf(msg, sizeof msg,
-                 "region %s (owner uid %u, group %u, mode %04o): cannot give it group %d and "
-                 "mode %04o: %s",
-                 r->path, (unsigned)st.st_uid, (unsigned)st.st_gid, had,
-                 gid == (gid_t)-1 ? -1 : (int)gid, mode, strerror(errno));
-        log_error("region_access_failed", msg);
-        return -1;
+    if ((!group_ok && fchown(fd, (uid_t)-1, gid) != 0) ||
+        (had != mode && fchmod(fd, (mode_t)mode) != 0)) {
+        int err = neg_errno();
+        log_errorf("region_access_failed",
+                   "region %s (owner uid %u, group %u, mode %04o): cannot give it group %d and "
+                   "mode %04o: %s",
+                   fl_region_path(r), (unsigned)st.st_uid, (unsigned)st.st_gid, had,
+                   gid == (gid_t)-1 ? -1 : (int)gid, mode, strerror(-err));
+        return err;
     }
     log_begin("info", "region_access_changed");
-    log_str("region", r->path);
+    log_str("region", fl_region_path(r));
     log_u64("group_was", st.st_gid);
     log_u64("group", gid == (gid_t)-1 ? st.st_gid : gid);
     char m[16];
@@ -163,17 +173,16 @@ int access_apply(fl_region *r, gid_t gid, unsigned mode)
     return 0;
 }
 
-void access_socket(const char *socket_path, const fl_region *r)
+int access_socket(const char *socket_path, fl_region *r)
 {
     /* Same access as the region file: whoever may map it may register. */
     struct stat st;
-    if (fstat(r->fd, &st) != 0)
-        return;
-    if (chown(socket_path, (uid_t)-1, st.st_gid) != 0 ||
+    if (fstat(fl__sup_region_fd(r), &st) != 0 || chown(socket_path, (uid_t)-1, st.st_gid) != 0 ||
         chmod(socket_path, st.st_mode & 0777) != 0) {
-        char msg[FL__PATH_MSG_SIZE];
-        snprintf(msg, sizeof msg, "cannot give socket %s the region's group and mode: %s",
-                 socket_path, strerror(errno));
-        log_error("socket_access_failed", msg);
+        int err = neg_errno();
+        log_errorf("socket_access_failed", "cannot give socket %s the region's group and mode: %s",
+                   socket_path, strerror(-err));
+        return err;
     }
+    return 0;
 }

@@ -25,6 +25,7 @@
  */
 #include <dirent.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -108,23 +109,36 @@ uint32_t admit_raise_fd_limit(uint32_t clients, int pending)
 
 uint64_t admit_fd_limit(void) { return A.limit; }
 
-static void reserve_take(void)
+/* Take the reserve back if it is not held: 0, or -errno (then the accept
+ * path pauses the listener instead: see above). */
+static int reserve_take(void)
 {
     if (A.reserve < 0)
         A.reserve = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    return A.reserve >= 0 ? 0 : neg_errno();
 }
 
-void admit_init(fl_region *r)
+int admit_init(fl_region *r)
 {
     A.region = r;
-    reserve_take();
+    int err = reserve_take();
+    if (err) {
+        char msg[200];
+        snprintf(msg, sizeof msg,
+                 "cannot open the reserve descriptor (/dev/null): %s; when descriptors run "
+                 "out, new clients wait instead of being refused at once",
+                 strerror(-err));
+        log_begin("warn", "fd_reserve_failed");
+        log_str("message", msg);
+        log_end();
+    }
+    return err;
 }
 
 void admit_count_refusal(void)
 {
-    /* relaxed: a counter for the status tool; we are its only writer */
     if (A.region)
-        atomic_fetch_add_explicit(&A.region->hdr->clients_refused, 1, memory_order_relaxed);
+        fl__sup_count_refusal(A.region);
 }
 
 void admit_free(void)
@@ -184,7 +198,7 @@ bool admit_listening(uint64_t departures, uint64_t now)
      * process's exit under ENFILE). */
     if (departures != A.departures_at_pause || now - A.paused_ns >= FL__NS_PER_S) {
         A.paused = false;
-        reserve_take();
+        (void)reserve_take(); /* without it, the next shortage pauses us again */
     }
     return !A.paused;
 }
@@ -217,8 +231,7 @@ static enum refusal refuse_one(int lfd)
         close(fd);
         admit_refused(pid);
     }
-    reserve_take();
-    if (A.reserve < 0)
+    if (reserve_take() != 0)
         return NO_RESERVE;
     if (fd < 0 && (accept_errno == EAGAIN || accept_errno == EWOULDBLOCK))
         return BACKLOG_EMPTY;

@@ -41,8 +41,11 @@ int durable_default_path(const char *region, char *buf, size_t cap)
             snprintf(dir, sizeof dir, "%s/fencelock", xdg);
         else if (home && *home)
             snprintf(dir, sizeof dir, "%s/.local/state/fencelock", home);
-        else
+        else {
+            log_error("no_state_path", "cannot choose a state file (neither XDG_STATE_HOME nor "
+                                       "HOME is set); give --state PATH");
             return -ENOENT;
+        }
     }
     /* One state file per region path: readable name plus a hash of the path. */
     char name[96];
@@ -56,7 +59,12 @@ int durable_default_path(const char *region, char *buf, size_t cap)
     name[n] = '\0';
     int w = snprintf(buf, cap, "%s/%s-%08llx.state", dir, name,
                      (unsigned long long)(fl__checksum(region, strlen(region)) & 0xffffffffu));
-    return w < 0 || (size_t)w >= cap ? -ENAMETOOLONG : 0;
+    if (w < 0 || (size_t)w >= cap) {
+        log_errorf("no_state_path", "the default state file under %s is too long a path; give "
+                                    "--state PATH", dir);
+        return -ENAMETOOLONG;
+    }
+    return 0;
 }
 
 /* The whole file for an epoch, as it is written; the reader accepts
@@ -73,17 +81,23 @@ static size_t render(char *out, size_t cap, uint64_t epoch, size_t *body_len)
     return strlen(out);
 }
 
-int durable_load(const char *path, uint64_t *epoch, char *err, size_t errcap)
+int durable_load(const char *path, uint64_t *epoch)
 {
     FILE *f = fopen(path, "re");
     if (!f) {
-        int e = errno;
-        snprintf(err, errcap, "cannot read state file %s: %s", path, strerror(e));
-        return -e;
+        int err = neg_errno();
+        if (err != -ENOENT)
+            log_errorf("state_invalid", "cannot read state file %s: %s", path, strerror(-err));
+        return err;
     }
     char text[512];
     size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
+    int err = ferror(f) ? -EIO : 0;
+    fclose(f); /* only read */
+    if (err) {
+        log_errorf("state_invalid", "cannot read state file %s: read error", path);
+        return err;
+    }
     text[n] = '\0';
     /* Read the epoch, then demand the file be exactly the text written for
      * it: no blanks, signs, leading zeros or trailing bytes anywhere. */
@@ -100,12 +114,13 @@ int durable_load(const char *path, uint64_t *epoch, char *err, size_t errcap)
     char want[128];
     size_t body_len = 0, want_len = ok ? render(want, sizeof want, e, &body_len) : 0;
     if (!ok || n < body_len || memcmp(text, want, body_len) != 0) {
-        snprintf(err, errcap, "state file %s is not a fencelock state file (version 1)", path);
+        log_errorf("state_invalid", "state file %s is not a fencelock state file (version 1)",
+                   path);
         return -EPROTO;
     }
     if (n != want_len || memcmp(text, want, n) != 0) {
-        snprintf(err, errcap, "state file %s is corrupt (checksum mismatch); refusing to guess "
-                              "an epoch: restore it or start with --min-token", path);
+        log_errorf("state_invalid", "state file %s is corrupt (checksum mismatch); refusing to "
+                                    "guess an epoch: restore it or start with --min-token", path);
         return -EPROTO;
     }
     *epoch = e;
@@ -121,14 +136,14 @@ static int mkdir_parents(char *dir)
         int rc = mkdir(dir, 0755);
         *p = '/';
         if (rc != 0 && errno != EEXIST)
-            return fl__neg_errno();
+            return neg_errno();
     }
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return fl__neg_errno();
+        return neg_errno();
     return 0;
 }
 
-int durable_store(const char *path, uint64_t epoch, char *err, size_t errcap)
+int durable_store(const char *path, uint64_t epoch)
 {
     char dir[FL__PATH_SIZE];
     snprintf(dir, sizeof dir, "%s", path);
@@ -142,7 +157,7 @@ int durable_store(const char *path, uint64_t epoch, char *err, size_t errcap)
     }
     int rc = mkdir_parents(dir);
     if (rc) {
-        snprintf(err, errcap, "cannot create directory %s: %s", dir, strerror(-rc));
+        log_errorf("epoch_not_durable", "cannot create directory %s: %s", dir, strerror(-rc));
         return rc;
     }
     char tmp[FL__PATH_PLUS_SIZE], text[256];
@@ -150,13 +165,17 @@ int durable_store(const char *path, uint64_t epoch, char *err, size_t errcap)
     size_t len = render(text, sizeof text, epoch, NULL);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        rc = fl__neg_errno();
-        snprintf(err, errcap, "cannot create %s: %s", tmp, strerror(errno));
+        rc = neg_errno();
+        log_errorf("epoch_not_durable", "cannot create %s: %s", tmp, strerror(-rc));
         return rc;
     }
     const char *step = "write";
-    if (write(fd, text, len) != (ssize_t)len)
+    ssize_t w = write(fd, text, len);
+    if (w != (ssize_t)len) {
+        if (w >= 0)
+            errno = ENOSPC; /* a short write of a few bytes: the disk is full */
         goto fail;
+    }
     step = "fsync";
     if (fsync(fd) != 0)
         goto fail;
@@ -172,19 +191,20 @@ int durable_store(const char *path, uint64_t epoch, char *err, size_t errcap)
     step = "fsync of the directory";
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0 || fsync(dfd) != 0) {
-        rc = fl__neg_errno();
+        rc = neg_errno();
         if (dfd >= 0)
             close(dfd);
-        snprintf(err, errcap, "%s of %s failed: %s", step, dir, strerror(-rc));
+        log_errorf("epoch_not_durable", "%s of %s failed: %s", step, dir, strerror(-rc));
         return rc;
     }
-    close(dfd);
+    close(dfd); /* fsync said what close could */
     return 0;
 fail:
-    rc = fl__neg_errno();
-    snprintf(err, errcap, "%s of state file %s failed: %s", step, tmp, strerror(-rc));
+    rc = neg_errno();
+    log_errorf("epoch_not_durable", "%s of state file %s failed: %s", step, tmp, strerror(-rc));
     if (fd >= 0)
         close(fd);
-    unlink(tmp);
+    if (unlink(tmp) != 0 && errno != ENOENT)
+        log_errorf("state_tmp_left", "cannot remove %s: %s", tmp, strerror(errno));
     return rc;
 }

@@ -8,8 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "../common/clocks.h"
+#include "../common/op_name.h"
 #include "fencelockd.h"
 
 /* Warn about one (pid, record, token) retry loop once, not at every retry. */
@@ -28,47 +29,35 @@ struct event_log {
     unsigned next_warned;
 };
 
-struct event_log *event_log_new(fl_region *r)
+int event_log_new(fl_region *r, struct event_log **out)
 {
     struct event_log *l = calloc(1, sizeof *l);
-    if (!l)
-        return NULL;
+    if (!l) {
+        log_error("out_of_memory", "cannot allocate the event log");
+        return -ENOMEM;
+    }
     l->r = r;
     l->reader.stuck_pos = UINT64_MAX;
-    l->dropped_seen = atomic_load_explicit(&r->hdr->events_dropped, memory_order_relaxed);
-    return l;
+    l->dropped_seen = fl__sup_events_dropped(r);
+    *out = l;
+    return 0;
 }
 
 void event_log_free(struct event_log *l) { free(l); }
 
-static const char *op_name(uint32_t op)
-{
-    switch (op) {
-    case FL__OP_COMMIT: return "commit";
-    case FL__OP_STRICT_COMMIT: return "strict_commit";
-    case FL__OP_RENEW: return "renew";
-    case FL__OP_RELEASE: return "release";
-    default: return "unknown";
-    }
-}
-
-/* Names from shared memory: bounds-checked, published entries only. */
+/* Names from shared memory: bounds-checked, published entries only ("" for
+ * any other: a name the log cannot vouch for is not printed). */
 static void key_name(fl_region *r, uint32_t slot, char out[FL_KEY_MAX + 1])
 {
-    struct fl__keytab t;
-    fl__keytab_locks(r, &t);
-    out[0] = '\0';
-    if (slot < fl__keytab_used(&t))
-        fl__key_published(&t, slot, out);
+    (void)fl__sup_lock_key(r, slot, out);
 }
 
+/* record: index + 1, 0 for none (fl__event_data). */
 static void record_name(fl_region *r, uint32_t record, char out[FL_KEY_MAX + 1])
 {
-    struct fl__keytab t;
-    fl__keytab_records(r, &t);
     out[0] = '\0';
-    if (record > 0 && record - 1 < fl__keytab_used(&t))
-        fl__key_published(&t, record - 1, out);
+    if (record > 0)
+        (void)fl__sup_record_key(r, record - 1, out);
 }
 
 static bool already_warned(struct event_log *l, const struct fl__event_data *d)
@@ -87,10 +76,8 @@ static bool already_warned(struct event_log *l, const struct fl__event_data *d)
  * time, the log shows wall time. */
 static uint64_t event_unix_ns(const fl_region *r, const struct fl__event_data *d)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts); /* display only */
-    uint64_t wall = (uint64_t)ts.tv_sec * FL__NS_PER_S + (uint64_t)ts.tv_nsec;
-    uint64_t mono = fl__monotonic_ns(NULL) - (uint64_t)r->timens_ns; /* host time, as d's */
+    uint64_t wall = fl__wall_clock_ns(); /* display only */
+    uint64_t mono = fl__sup_host_now_ns(r); /* host time, as d's */
     uint64_t age = mono > d->time_ns ? mono - d->time_ns : 0;
     return wall > age ? wall - age : wall;
 }
@@ -101,7 +88,7 @@ static void on_event(void *ctx, const struct fl__event_data *d)
     uint64_t when = event_unix_ns(l->r, d);
     char key[FL_KEY_MAX + 1], record[FL_KEY_MAX + 1];
     key_name(l->r, d->slot, key);
-    if (d->type == FL__EV_TAKEOVER) {
+    if (d->type == FL__SUP_EVENT_TAKEOVER) {
         log_begin_at("info", "lease_takeover", when);
         log_str("key", key);
         log_u64("token", d->token);
@@ -111,7 +98,7 @@ static void on_event(void *ctx, const struct fl__event_data *d)
         log_end();
         return;
     }
-    if (d->type == FL__EV_ABANDONED) {
+    if (d->type == FL__SUP_EVENT_ABANDONED) {
         log_begin_at("info", "lock_released_by_death", when);
         log_str("key", key);
         log_u64("token", d->token);
@@ -120,11 +107,11 @@ static void on_event(void *ctx, const struct fl__event_data *d)
         log_end();
         return;
     }
-    if (d->type != FL__EV_REJECTED)
+    if (d->type != FL__SUP_EVENT_REJECTED)
         return;
     record_name(l->r, d->record, record);
-    uint64_t generation = d->slot < l->r->lock_capacity ? fl__slot_token(l->r, d->slot) : 0;
-    bool repeat = d->flags & FL__EVF_REPEAT;
+    uint64_t generation = fl__sup_lock_token(l->r, d->slot); /* 0 for a bad index */
+    bool repeat = d->flags & FL__SUP_EVENT_REPEAT;
     log_begin_at("info", "fencing_rejection", when);
     log_str("key", key);
     if (d->record)
@@ -132,7 +119,8 @@ static void on_event(void *ctx, const struct fl__event_data *d)
     log_u64("rejected_token", d->token);
     log_u64("latest_accepted_token", d->other_token);
     log_u64("generation", generation);
-    log_str("operation", op_name(d->op));
+    const char *op = fl__op_name(d->op);
+    log_str("operation", op ? op : "unknown");
     log_u64("pid", d->pid);
     log_bool("repeat", repeat);
     log_end();
@@ -151,7 +139,7 @@ static void on_event(void *ctx, const struct fl__event_data *d)
 void event_log_drain(struct event_log *l)
 {
     fl__events_drain(l->r, &l->reader, on_event, l);
-    uint64_t dropped = atomic_load_explicit(&l->r->hdr->events_dropped, memory_order_relaxed);
+    uint64_t dropped = fl__sup_events_dropped(l->r);
     if (dropped != l->dropped_seen) {
         log_begin("warn", "events_dropped");
         log_u64("count", dropped - l->dropped_seen);

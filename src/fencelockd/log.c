@@ -13,10 +13,12 @@
  * JSON; writing flat lines does not need it.
  */
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/json.h"
@@ -31,28 +33,60 @@ static char *line_buf;
 static size_t line_len;
 static int line_priority;
 
+/* Open path for appending; on success it replaces the current log file. */
+static int log_switch(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    if (fd < 0)
+        return neg_errno();
+    if (log_fd != 2)
+        close(log_fd);
+    log_fd = fd;
+    return 0;
+}
+
 int log_open(const char *path, bool syslog_too)
 {
+    if (path) {
+        char *copy = strdup(path); /* kept for log_reopen */
+        int err = copy ? log_switch(path) : -ENOMEM;
+        if (err) {
+            free(copy);
+            fprintf(stderr, "fencelockd: cannot open log file %s: %s\n", path, strerror(-err));
+            return err;
+        }
+        free(log_path);
+        log_path = copy;
+    }
     if (syslog_too && !use_syslog) {
         openlog("fencelockd", LOG_PID, LOG_DAEMON);
         use_syslog = true;
     }
-    if (!path)
-        return 0;
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-    if (fd < 0)
-        return fl__neg_errno();
-    if (log_fd != 2)
-        close(log_fd);
-    log_fd = fd;
-    if (log_path != path) {
-        free(log_path);
-        log_path = strdup(path);
-    }
     return 0;
 }
 
-int log_reopen(void) { return log_path ? log_open(log_path, false) : 0; }
+int log_reopen(void)
+{
+    if (!log_path)
+        return 0;
+    int err = log_switch(log_path);
+    if (err)
+        log_errorf("log_reopen_failed", "cannot reopen log file %s: %s; still writing to the "
+                                        "file opened before", log_path, strerror(-err));
+    return err;
+}
+
+void log_close(void)
+{
+    if (log_fd != 2)
+        close(log_fd);
+    log_fd = 2;
+    free(log_path);
+    log_path = NULL;
+    if (use_syslog)
+        closelog();
+    use_syslog = false;
+}
 
 /* Read from a signal handler (sigbus.c): one int load, async-signal-safe. */
 int log_current_fd(void) { return log_fd; }
@@ -123,4 +157,14 @@ void log_error(const char *event, const char *message)
     log_begin("error", event);
     log_str("message", message);
     log_end();
+}
+
+void log_errorf(const char *event, const char *fmt, ...)
+{
+    char msg[FL__PATH_MSG_SIZE];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap); /* a longer message is cut, never lost */
+    va_end(ap);
+    log_error(event, msg);
 }

@@ -23,24 +23,37 @@
 
 #include "fencelockd.h"
 
-void notify_systemd(const char *state)
+int notify_systemd(const char *state)
 {
     const char *path = getenv("NOTIFY_SOCKET");
     if (!path || !*path)
-        return;
+        return 0;
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     size_t len = strlen(path);
-    if (len >= sizeof addr.sun_path)
-        return;
-    memcpy(addr.sun_path, path, len);
-    if (addr.sun_path[0] == '@')
-        addr.sun_path[0] = '\0';
-    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return;
-    sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&addr,
-           (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len));
-    close(fd);
+    int err = 0;
+    if (len >= sizeof addr.sun_path) {
+        err = -ENAMETOOLONG;
+    } else {
+        memcpy(addr.sun_path, path, len);
+        if (addr.sun_path[0] == '@')
+            addr.sun_path[0] = '\0';
+        int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&addr,
+                             (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)) < 0)
+            err = neg_errno();
+        if (fd >= 0)
+            close(fd);
+    }
+    if (err) {
+        /* systemd then sees no READY=1 (and kills us at its start timeout)
+         * or no WATCHDOG=1: the log says why */
+        log_begin("warn", "notify_failed");
+        log_str("state", state);
+        log_str("notify_socket", path);
+        log_str("message", strerror(-err));
+        log_end();
+    }
+    return err;
 }
 
 /* A positive decimal from the environment, or 0 when unset or malformed. */
@@ -60,7 +73,8 @@ static uint64_t env_u64(const char *name)
 static uint64_t mono_ns(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+        return 0; /* cannot fail on Linux; 0 only sends the next one early */
     return (uint64_t)ts.tv_sec * FL__NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
@@ -90,7 +104,7 @@ int notify_watchdog(int timeout_ms)
         return timeout_ms;
     uint64_t now = mono_ns();
     if (now >= wd.next_ns) {
-        notify_systemd("WATCHDOG=1");
+        (void)notify_systemd("WATCHDOG=1"); /* a failure is logged; the loop goes on */
         wd.next_ns = now + wd.period_ns;
     }
     uint64_t left_ms = (wd.next_ns - now + 999999) / 1000000;

@@ -24,7 +24,8 @@
  * descriptors: a client registered without one would silently lose the
  * death detection of a forked child that inherited its connection.
  *
- * The client table in the region is written only here.  After a supervisor
+ * The client table in the region is written only through here (supervise.h:
+ * fl__sup_client_attach, _adopt, _reap).  After a supervisor
  * restart (registry_adopt) the entries of clients that are still running are
  * kept and watched by pid; a pid whose start time changed belongs to another
  * process now, and its entry is reaped (the repair re-checks, as LMDB's
@@ -48,10 +49,13 @@ struct client {
     int conn;   /* -1 when adopted (no connection) */
     int pidfd;  /* -1 when the kernel has no pidfd_open */
     bool used;
+    uint32_t pid;       /* as registered: our own copy, for the log and */
+    uint64_t client_id; /* the goodbye check (the region's is shared memory) */
 };
 
 struct registry {
     fl_region *r;
+    uint64_t dev, ino; /* the region file, told to each client in its reply */
     struct client *clients; /* by client table index; [0] unused */
     uint32_t capacity;
     int pending[MAX_PENDING]; /* accepted, hello not read yet */
@@ -79,23 +83,34 @@ static int pidfd_open_compat(pid_t pid)
 #endif
 }
 
-struct registry *registry_new(fl_region *r)
+int registry_new(fl_region *r, struct registry **out)
 {
-    struct registry *g = calloc(1, sizeof *g);
-    if (!g)
-        return NULL;
-    g->r = r;
-    g->capacity = r->client_capacity;
-    g->clients = calloc(g->capacity, sizeof *g->clients);
-    g->tags = calloc((size_t)registry_max_fds(g), sizeof *g->tags);
-    if (!g->clients || !g->tags) {
-        registry_free(g);
-        return NULL;
+    struct stat st;
+    if (fstat(fl__sup_region_fd(r), &st) != 0) {
+        int err = neg_errno();
+        log_errorf("region_stat_failed", "cannot stat region %s: %s", fl_region_path(r),
+                   strerror(-err));
+        return err;
     }
+    struct registry *g = calloc(1, sizeof *g);
+    if (g) {
+        g->capacity = fl__sup_client_capacity(r);
+        g->clients = calloc(g->capacity, sizeof *g->clients);
+        g->tags = calloc((size_t)registry_max_fds(g), sizeof *g->tags);
+    }
+    if (!g || !g->clients || !g->tags) {
+        registry_free(g);
+        log_error("out_of_memory", "cannot allocate the client registry");
+        return -ENOMEM;
+    }
+    g->r = r;
+    g->dev = (uint64_t)st.st_dev;
+    g->ino = (uint64_t)st.st_ino;
     for (uint32_t i = 0; i < g->capacity; i++)
         g->clients[i].conn = g->clients[i].pidfd = -1;
     g->fd_limit = g->capacity;
-    return g;
+    *out = g;
+    return 0;
 }
 
 void registry_free(struct registry *g)
@@ -132,10 +147,8 @@ struct reap_ctx {
 static void log_freed(void *ctx, uint32_t slot, uint64_t token)
 {
     struct reap_ctx *c = ctx;
-    char key[FL_KEY_MAX + 1] = "";
-    struct fl__keytab t;
-    fl__keytab_locks(c->g->r, &t);
-    fl__key_published(&t, slot, key);
+    char key[FL_KEY_MAX + 1];
+    (void)fl__sup_lock_key(c->g->r, slot, key); /* "" if unpublished */
     log_begin("info", "lock_released_by_death");
     log_str("key", key);
     log_u64("token", token);
@@ -146,21 +159,15 @@ static void log_freed(void *ctx, uint32_t slot, uint64_t token)
     log_end();
 }
 
-/* Free everything client index i holds, then the index itself. */
+/* Free everything client i holds, then the index itself.  Its pid and id
+ * are those we registered or adopted (g->clients[i]). */
 static void reap(struct registry *g, uint32_t i, const char *reason)
 {
-    struct fl__client *e = &g->r->clients[i];
-    struct reap_ctx c = {
-        .g = g,
-        .index = i,
-        /* relaxed: we are the only writer of the client table */
-        .pid = atomic_load_explicit(&e->pid, memory_order_relaxed),
-        .client_id = atomic_load_explicit(&e->client_id, memory_order_relaxed),
-        .reason = reason,
-    };
-    uint32_t locks = fl__slots_reap_client(g->r, i, log_freed, &c);
-    uint32_t buffers = fl__buffers_reap_client(g->r, i);
     struct client *cl = &g->clients[i];
+    struct reap_ctx c = {
+        .g = g, .index = i, .pid = cl->pid, .client_id = cl->client_id, .reason = reason};
+    struct fl__sup_reaped freed;
+    fl__sup_client_reap(g->r, i, log_freed, &c, &freed);
     if (cl->conn >= 0)
         close(cl->conn);
     if (cl->pidfd >= 0)
@@ -171,16 +178,13 @@ static void reap(struct registry *g, uint32_t i, const char *reason)
     cl->used = false;
     g->departures++;
     g->wake_pending = true;
-    /* release: the reaping above happens before the index can be handed out
-     * again (we hand it out ourselves, but tools read the table) */
-    atomic_store_explicit(&e->state, FL__CLIENT_FREE, memory_order_release);
     log_begin("info", "client_gone");
     log_u64("client", i);
     log_u64("client_id", c.client_id);
     log_u64("pid", c.pid);
     log_str("reason", reason);
-    log_u64("locks_released", locks);
-    log_u64("buffers_released", buffers);
+    log_u64("locks_released", freed.locks);
+    log_u64("buffers_released", freed.buffers);
     log_end();
 }
 
@@ -195,16 +199,6 @@ static void wake_after_reaping(struct registry *g)
     fl__slots_wake_sleepers(g->r);
 }
 
-/* Is the client's process still the one that registered? */
-static bool process_alive(struct registry *g, uint32_t i)
-{
-    struct fl__client *e = &g->r->clients[i];
-    pid_t pid = (pid_t)atomic_load_explicit(&e->pid, memory_order_relaxed);
-    uint64_t start = atomic_load_explicit(&e->start_time, memory_order_relaxed);
-    uint64_t now_start = fl__process_start_time(pid);
-    return now_start != 0 && now_start == start;
-}
-
 void registry_adopt(struct registry *g)
 {
     /* Wake every sleeper once at start: an earlier supervisor may have been
@@ -213,27 +207,30 @@ void registry_adopt(struct registry *g)
      * ran; nothing in the region says so. */
     g->wake_pending = true;
     for (uint32_t i = 1; i < g->capacity; i++) {
-        struct fl__client *e = &g->r->clients[i];
-        uint32_t state = atomic_load_explicit(&e->state, memory_order_acquire);
-        if (state == FL__CLIENT_FREE)
+        struct fl__sup_client e;
+        if (!fl__sup_client_read(g->r, i, &e))
             continue;
-        if (!process_alive(g, i)) {
+        struct client *cl = &g->clients[i];
+        cl->pid = e.pid;
+        cl->client_id = e.client_id;
+        if (!fl__sup_client_alive(g->r, i)) {
             reap(g, i, "gone_while_unsupervised");
             continue;
         }
-        struct client *cl = &g->clients[i];
         cl->used = true;
         g->used++;
-        cl->pidfd = pidfd_open_compat((pid_t)atomic_load_explicit(&e->pid, memory_order_relaxed));
+        cl->pidfd = pidfd_open_compat((pid_t)e.pid);
         if (cl->pidfd < 0 && errno == ESRCH) {
             reap(g, i, "gone_while_unsupervised");
             continue;
         }
-        atomic_store_explicit(&e->state, FL__CLIENT_ADOPTED, memory_order_release);
+        /* Any other pidfd failure (an old kernel, no descriptor): the
+         * client is watched by pid once a second instead (registry_tick). */
+        fl__sup_client_adopt(g->r, i);
         log_begin("info", "client_adopted");
         log_u64("client", i);
-        log_u64("client_id", atomic_load_explicit(&e->client_id, memory_order_relaxed));
-        log_u64("pid", atomic_load_explicit(&e->pid, memory_order_relaxed));
+        log_u64("client_id", e.client_id);
+        log_u64("pid", e.pid);
         log_end();
     }
     wake_after_reaping(g);
@@ -254,25 +251,27 @@ void registry_accept(struct registry *g, int fd)
     g->pending[g->npending++] = fd;
 }
 
-static void reply(int fd, int status, uint32_t index, uint64_t id, const struct stat *st)
+/* Send a reply: 0, or -errno (the client is gone, or never reads: the
+ * caller decides; nothing is logged for a refusal nobody hears). */
+static int reply(int fd, const struct fl__reply *m)
 {
-    struct fl__reply m = {.magic = FL__REPLY_MAGIC, .status = status, .client = index,
-                          .client_id = id};
-    if (status == 0)
-        m.flags = FL__REPLY_TAKES_GOODBYE;
-    if (st) {
-        m.dev = (uint64_t)st->st_dev;
-        m.ino = (uint64_t)st->st_ino;
-    }
-    send(fd, &m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = send(fd, m, sizeof *m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n == (ssize_t)sizeof *m)
+        return 0;
+    return n < 0 ? neg_errno() : -EMSGSIZE; /* SOCK_SEQPACKET: all or nothing */
 }
 
-void registry_refuse(int fd, int status) { reply(fd, status, 0, 0, NULL); }
+void registry_refuse(int fd, int status)
+{
+    /* A refused client learns why if it still listens; one that does not
+     * has nothing to learn (its fl_open fails on the closed connection). */
+    (void)reply(fd, &(struct fl__reply){.magic = FL__REPLY_MAGIC, .status = status});
+}
 
 /* Refuse a client for lack of descriptors (counted and logged by admit.c). */
 static void refuse_no_fds(int fd, pid_t pid)
 {
-    reply(fd, -EMFILE, 0, 0, NULL);
+    registry_refuse(fd, -EMFILE);
     close(fd);
     admit_refused(pid);
 }
@@ -299,7 +298,7 @@ static void hello(struct registry *g, int fd)
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &plen) == 0)
             log_u64("pid", (uint64_t)peer.pid);
         log_end();
-        reply(fd, err, 0, 0, NULL);
+        registry_refuse(fd, err);
         close(fd);
         return;
     }
@@ -320,7 +319,7 @@ static void hello(struct registry *g, int fd)
         log_u64("pid", (uint64_t)cred.pid);
         log_str("reason", "client table full");
         log_end();
-        reply(fd, -EUSERS, 0, 0, NULL);
+        registry_refuse(fd, -EUSERS);
         close(fd);
         return;
     }
@@ -337,30 +336,36 @@ static void hello(struct registry *g, int fd)
         refuse_no_fds(fd, cred.pid);
         return;
     }
-    /* The start time tells this process from a later one with its pid (an
-     * adopting supervisor reaps on a mismatch): without a descriptor to read
-     * it, refuse rather than record a wrong one. */
-    errno = 0;
-    uint64_t start_time = fl__process_start_time(cred.pid);
-    if (start_time == 0 && (errno == EMFILE || errno == ENFILE)) {
+    /* The entry records the start time, which tells this process from a
+     * later one with its pid (an adopting supervisor reaps on a mismatch):
+     * without a descriptor to read it, refuse rather than record a wrong one. */
+    uint64_t id = 0;
+    if (fl__sup_client_attach(g->r, i, cred.pid, cred.uid, &id) != 0) {
         if (pidfd >= 0)
             close(pidfd);
         refuse_no_fds(fd, cred.pid);
         return;
     }
-    struct fl__client *e = &g->r->clients[i];
-    uint64_t id = atomic_fetch_add_explicit(&g->r->hdr->next_client_id, 1, memory_order_relaxed);
-    /* relaxed stores, published by the release store of the state */
-    atomic_store_explicit(&e->pid, (uint32_t)cred.pid, memory_order_relaxed);
-    atomic_store_explicit(&e->uid, (uint32_t)cred.uid, memory_order_relaxed);
-    atomic_store_explicit(&e->client_id, id, memory_order_relaxed);
-    atomic_store_explicit(&e->start_time, start_time, memory_order_relaxed);
-    atomic_store_explicit(&e->state, FL__CLIENT_ATTACHED, memory_order_release);
-    g->clients[i] = (struct client){.conn = fd, .pidfd = pidfd, .used = true};
+    g->clients[i] = (struct client){
+        .conn = fd, .pidfd = pidfd, .used = true, .pid = (uint32_t)cred.pid, .client_id = id};
     g->used++;
-    struct stat st;
-    fstat(g->r->fd, &st);
-    reply(fd, 0, i, id, &st);
+    err = reply(fd, &(struct fl__reply){.magic = FL__REPLY_MAGIC,
+                                        .client = i,
+                                        .client_id = id,
+                                        .flags = FL__REPLY_TAKES_GOODBYE,
+                                        .dev = g->dev,
+                                        .ino = g->ino});
+    if (err) {
+        /* It hung up, or never reads: it cannot have its index, so it holds
+         * nothing; the entry goes back at once. */
+        log_begin("warn", "reply_failed");
+        log_u64("client", i);
+        log_u64("pid", (uint64_t)cred.pid);
+        log_str("message", strerror(-err));
+        log_end();
+        reap(g, i, "died");
+        return;
+    }
     log_begin("info", "client_registered");
     log_u64("client", i);
     log_u64("client_id", id);
@@ -409,8 +414,7 @@ static bool read_goodbye(struct registry *g, uint32_t i, bool *eof)
     }
     struct fl__goodbye m;
     char why[160];
-    /* relaxed: we are the only writer of the client table */
-    uint64_t id = atomic_load_explicit(&g->r->clients[i].client_id, memory_order_relaxed);
+    uint64_t id = cl->client_id;
     int err = fl__goodbye_parse(buf, (size_t)n, &m, why, sizeof why);
     if (err == 0 && m.client_id == id)
         return true;
@@ -420,7 +424,7 @@ static bool read_goodbye(struct registry *g, uint32_t i, bool *eof)
     log_begin("warn", "bad_message");
     log_str("message", why);
     log_u64("client", i);
-    log_u64("pid", atomic_load_explicit(&g->r->clients[i].pid, memory_order_relaxed));
+    log_u64("pid", cl->pid);
     log_end();
     return false;
 }
@@ -480,7 +484,7 @@ void registry_tick(struct registry *g)
     /* Adopted clients without a pidfd (very old kernels) are polled by pid. */
     for (uint32_t i = 1; i < g->capacity; i++) {
         struct client *cl = &g->clients[i];
-        if (cl->used && cl->conn < 0 && cl->pidfd < 0 && !process_alive(g, i))
+        if (cl->used && cl->conn < 0 && cl->pidfd < 0 && !fl__sup_client_alive(g->r, i))
             reap(g, i, "died");
     }
     wake_after_reaping(g);

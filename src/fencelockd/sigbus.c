@@ -146,7 +146,7 @@ static void on_sigbus(int sig, siginfo_t *si, void *ctx)
     write_all(fd, o.p, o.n);
     if (fd != 2)
         write_all(2, o.p, o.n);
-    _exit(3);
+    _exit(FLD_EXIT_REGION);
 }
 
 /* Close the memory stream f and return what it holds (*buf, malloc'd:
@@ -161,15 +161,15 @@ static char *memstream_done(FILE *f, char **buf)
 }
 
 /* ,"level":"error","event":"region_truncated","region":PATH,"mapped_size":N,"file_size": */
-static char *make_head(const fl_region *r, size_t *len)
+static char *make_head(const fl_region *r, size_t size, size_t *len)
 {
     char *buf = NULL;
     FILE *f = open_memstream(&buf, len);
     if (!f)
         return NULL;
     fputs(",\"level\":\"error\",\"event\":\"region_truncated\",\"region\":", f);
-    fl__json_string(f, r->path);
-    fprintf(f, ",\"mapped_size\":%llu,\"file_size\":", (unsigned long long)r->size);
+    fl__json_string(f, fl_region_path(r));
+    fprintf(f, ",\"mapped_size\":%llu,\"file_size\":", (unsigned long long)size);
     return memstream_done(f, &buf);
 }
 
@@ -186,23 +186,59 @@ static char *make_tail(size_t *len)
     return memstream_done(f, &buf);
 }
 
-void sigbus_arm(const fl_region *r)
+/* Free the prepared line (nothing armed uses it any more). */
+static void drop_line(void)
 {
-    line_head = make_head(r, &head_len);
+    free(line_head);
+    free(line_tail);
+    free(line_buf);
+    line_head = line_tail = line_buf = NULL;
+}
+
+int sigbus_arm(fl_region *r)
+{
+    const void *base = NULL;
+    size_t size = 0;
+    fl__sup_region_mapping(r, &base, &size);
+    line_head = make_head(r, size, &head_len);
     line_tail = make_tail(&tail_len);
     line_cap = head_len + tail_len + 128; /* the time, a size and the opening */
     line_buf = malloc(line_cap);
     if (!line_head || !line_tail || !line_buf) {
-        log_error("out_of_memory", "cannot prepare the region_truncated log line");
-        return; /* a truncation then kills fencelockd by SIGBUS, as before */
+        drop_line();
+        log_error("out_of_memory", "cannot prepare the region_truncated log line; a region "
+                                   "truncated under fencelockd kills it by SIGBUS");
+        return -ENOMEM;
     }
-    map_lo = r->base;
-    map_hi = r->base + r->size;
-    region_fd = r->fd;
+    map_lo = base;
+    map_hi = (const char *)base + size;
+    region_fd = fl__sup_region_fd(r);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_sigbus;
     sa.sa_flags = SA_SIGINFO;
     sigfillset(&sa.sa_mask); /* nothing interrupts the line */
-    sigaction(SIGBUS, &sa, NULL);
+    if (sigaction(SIGBUS, &sa, NULL) != 0) {
+        int err = neg_errno();
+        drop_line();
+        log_errorf("sigbus_failed", "cannot install the SIGBUS handler: %s; a region truncated "
+                                    "under fencelockd kills it by SIGBUS", strerror(-err));
+        return err;
+    }
+    return 0;
+}
+
+void sigbus_disarm(void)
+{
+    if (!line_buf)
+        return;
+    /* The default action again before the mapping goes: a SIGBUS now is
+     * not the region's.  sigaction cannot fail for SIGBUS and SIG_DFL. */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    (void)sigaction(SIGBUS, &sa, NULL);
+    map_lo = map_hi = NULL;
+    region_fd = -1;
+    drop_line();
 }

@@ -36,6 +36,12 @@ for o in $("$fencelockd" --help | help_opts); do
   has fencelockd.8 "$(roff_opt "$o")" || bad "fencelockd.8 lacks $o"
 done
 has fencelockd.8 '\-V' || bad "fencelockd.8 lacks -V"
+# ... and the exit statuses of its help (FLD_EXIT_TABLE, fencelockd.h), each
+# in EXIT STATUS, and no other.
+help_codes=$("$fencelockd" --help | sed -n '/^Exit status:/,$p' | grep -oE '^  [0-9]+  ' | tr -d ' ' | sort -n | tr '\n' ' ')
+man_codes=$(sed -n '/^\.SH "EXIT STATUS"/,/^\.SH "LOG/p' "$man/fencelockd.8" | grep -oE '^\.B [0-9]+$' | cut -d' ' -f2 | sort -n | tr '\n' ' ')
+[ -n "$help_codes" ] || bad "fencelockd --help lists no exit status"
+[ "$help_codes" = "$man_codes" ] || bad "exit statuses: fencelockd --help has '$help_codes', fencelockd.8 '$man_codes'"
 
 # fencelock(1): every command of the list, with its own section, and every
 # long option of the command's help.

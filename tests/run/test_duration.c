@@ -3,8 +3,8 @@
  * test_duration.c - the one duration parser of every program
  * (src/common/duration.c: fencelock run and status, fencelockd, the chaos
  * harness): what is accepted, exactly what it means, what is refused and
- * why, and that formatting reads back.  I9: bad text gets a reason, never a
- * guessed value.
+ * why, that the exact format reads back, and the brief one of the views.
+ * I9: bad text gets a reason, never a guessed value.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -119,7 +119,7 @@ static void test_format_reads_back(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char buf[64];
-        cli_format_duration(cases[i].ns, buf, sizeof buf);
+        cli_format_duration(cases[i].ns, CLI_DURATION_EXACT, buf, sizeof buf);
         assert_string_equal(buf, cases[i].text);
         uint64_t back;
         const char *why;
@@ -127,8 +127,32 @@ static void test_format_reads_back(void **state)
         assert_int_equal(back, cases[i].ns);
     }
     char tiny[4];
-    cli_format_duration(250 * MS, tiny, sizeof tiny);
+    cli_format_duration(250 * MS, CLI_DURATION_EXACT, tiny, sizeof tiny);
     assert_int_equal(strlen(tiny), 3); /* truncated, terminated */
+}
+
+/* The brief form of the views: the largest fitting unit, truncated (a
+ * lease with 1.259s left shows 1.25s, never more than it has). */
+static void test_format_brief(void **state)
+{
+    (void)state;
+    const uint64_t us = 1000, m = 60 * S, h = 60 * m, d = 24 * h;
+    const struct {
+        uint64_t ns;
+        const char *text;
+    } cases[] = {
+        {0, "<1us"},           {999, "<1us"},          {us, "1us"},
+        {850 * us + 999, "850us"}, {300 * MS + 999999, "300ms"}, {S, "1s"},
+        {1500 * MS, "1.5s"},   {1259 * MS, "1.25s"},   {S + 50 * MS, "1.05s"},
+        {m - 1, "59.99s"},     {m, "1m00s"},           {4 * m + 5 * S + 999 * MS, "4m05s"},
+        {h, "1h00m"},          {2 * h + 3 * m + 59 * S, "2h03m"},
+        {d, "1d00h"},          {3 * d + 4 * h + 59 * m, "3d04h"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[64];
+        cli_format_duration(cases[i].ns, CLI_DURATION_BRIEF, buf, sizeof buf);
+        assert_string_equal(buf, cases[i].text);
+    }
 }
 
 int main(void)
@@ -137,6 +161,7 @@ int main(void)
         cmocka_unit_test(test_accepted),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_format_reads_back),
+        cmocka_unit_test(test_format_brief),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,8 +4,6 @@
  * of the command line.  A new subcommand is one entry in `commands` plus its
  * own source file; nothing else here changes.
  */
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -82,40 +80,17 @@ static const struct command *find_command(const char *name)
     return NULL;
 }
 
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("fencelock: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\nTry 'fencelock --help'.\n", stderr);
-    return CLI_EXIT_USAGE;
-}
-
-/* Output must reach stdout: `fencelock status > file` on a full disk is an
- * error, not a success. */
-int cli_finish_stdout(void)
-{
-    errno = 0;
-    if (fflush(stdout) == 0 && !ferror(stdout))
-        return CLI_EXIT_OK;
-    fprintf(stderr, "fencelock: cannot write the output: %s\n",
-            errno ? strerror(errno) : "write error");
-    return CLI_EXIT_RUNTIME;
-}
-
 static int help_command(int argc, char **argv)
 {
     if (argc > 2)
-        return usage_error("help: unexpected argument '%s'", argv[2]);
+        return fl__usage_error("help: unexpected argument '%s'", argv[2]);
     if (argc == 1) {
         print_usage(stdout);
         return cli_finish_stdout();
     }
     const struct command *c = find_command(argv[1]);
     if (!c)
-        return usage_error("help: unknown command '%s'", argv[1]);
+        return fl__usage_error("help: unknown command '%s'", argv[1]);
     fputs(c->usage, stdout);
     return cli_finish_stdout();
 }
@@ -123,28 +98,31 @@ static int help_command(int argc, char **argv)
 int main(int argc, char **argv)
 {
     if (argc < 2)
-        return usage_error("no command given");
+        return fl__usage_error("no command given");
     const char *first = argv[1];
     /* Global options are few and come alone, so no getopt: the subcommand
      * runs getopt on its own arguments from a clean state. */
     if (strcmp(first, "-h") == 0 || strcmp(first, "--help") == 0) {
         if (argc > 2)
-            return usage_error("unexpected argument '%s' after --help", argv[2]);
+            return fl__usage_error("unexpected argument '%s' after --help", argv[2]);
         print_usage(stdout);
         return cli_finish_stdout();
     }
     if (strcmp(first, "-V") == 0 || strcmp(first, "--version") == 0) {
         if (argc > 2)
-            return usage_error("unexpected argument '%s' after --version", argv[2]);
+            return fl__usage_error("unexpected argument '%s' after --version", argv[2]);
         printf("fencelock %d.%d.%d\n", FL_VERSION_MAJOR, FL_VERSION_MINOR, FL_VERSION_PATCH);
         return cli_finish_stdout();
     }
     if (first[0] == '-')
-        return usage_error("unknown option '%s'", first);
+        return fl__usage_error("unknown option '%s'", first);
     if (strcmp(first, "help") == 0)
         return help_command(argc - 1, argv + 1);
     const struct command *c = find_command(first);
     if (!c)
-        return usage_error("unknown command '%s'", first);
+        return fl__usage_error("unknown command '%s'", first);
+    static char program[64]; /* "fencelock status": the messages' name from here on */
+    snprintf(program, sizeof program, "fencelock %s", c->name);
+    fl__set_program(program);
     return c->run(argc - 1, argv + 1);
 }

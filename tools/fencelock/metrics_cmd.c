@@ -10,7 +10,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,10 +32,7 @@ const char metrics_usage[] =
     "running fencelockd; nothing changes.\n"
     "\n"
     "Options:\n"
-    "  -r, --region PATH  the region file (default: $FENCELOCK_REGION, else\n"
-    "                     /run/fencelock/region for root, else\n"
-    "                     $XDG_RUNTIME_DIR/fencelock/region, else\n"
-    "                     /dev/shm/fencelock-UID/region)\n"
+    CLI_REGION_OPTION_TEXT
     "  -h, --help         show this help and exit\n"
     "\n"
     "Families (every name starts with fencelock_):\n"
@@ -62,23 +59,6 @@ const char metrics_usage[] =
     "      mv /var/lib/node_exporter/fencelock.prom.$$ /var/lib/node_exporter/fencelock.prom\n"
     "  fencelock metrics | grep '^fencelock_record_rejections_total'\n";
 
-__attribute__((format(printf, 1, 2))) static int metrics_usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("fencelock metrics: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\nTry 'fencelock metrics --help'.\n", stderr);
-    return CLI_EXIT_USAGE;
-}
-
-static const char *library_error(int err)
-{
-    const char *detail = fl_last_error();
-    return detail[0] ? detail : fl_strerror(err);
-}
-
 /* Returns -1 to go on, else the exit status (help shown, or bad usage). */
 static int parse_metrics_args(int argc, char **argv, const char **region)
 {
@@ -94,24 +74,18 @@ static int parse_metrics_args(int argc, char **argv, const char **region)
         switch (c) {
         case 'r':
             if (!optarg[0])
-                return metrics_usage_error("--region: the path is empty");
+                return fl__usage_error("--region: the path is empty");
             *region = optarg;
             break;
         case 'h':
             fputs(metrics_usage, stdout);
             return cli_finish_stdout();
-        case ':':
-            return metrics_usage_error("option '%s' needs an argument", argv[optind - 1]);
-        default:
-            if (optopt == 0)
-                return metrics_usage_error("unknown option '%s'", argv[optind - 1]);
-            if (optopt == 'h')
-                return metrics_usage_error("option '--help' takes no argument");
-            return metrics_usage_error("unknown option '-%c'", optopt);
+        default: /* ':' or '?' */
+            return fl__option_error(c, argv, longopts);
         }
     }
     if (optind < argc)
-        return metrics_usage_error("unexpected argument '%s'", argv[optind]);
+        return fl__usage_error("unexpected argument '%s'", argv[optind]);
     return -1;
 }
 
@@ -135,15 +109,14 @@ static int print_metrics(const char *region, const char *shown)
     r = opened;
     if (err) {
         cli_bus_disarm();
-        fprintf(stderr, "fencelock: %s\n", library_error(err));
-        return err == -ENOMEM || err == -EMFILE || err == -ENFILE ? CLI_EXIT_RUNTIME
-                                                                   : CLI_EXIT_REGION;
+        fprintf(stderr, "fencelock: %s\n", fl__library_error(err));
+        return cli_open_status(err);
     }
     err = fl__metrics_write(stdout, r);
     cli_bus_disarm();
     fl_close(r);
     if (err) {
-        fprintf(stderr, "fencelock: reading the region: %s\n", library_error(err));
+        fprintf(stderr, "fencelock: reading the region: %s\n", fl__library_error(err));
         return CLI_EXIT_RUNTIME;
     }
     return cli_finish_stdout();
@@ -155,11 +128,11 @@ int metrics_main(int argc, char **argv)
     int rc = parse_metrics_args(argc, argv, &region);
     if (rc >= 0)
         return rc;
-    if (region && strlen(region) >= 4096) {
+    if (region && strlen(region) >= PATH_MAX) {
         fprintf(stderr, "fencelock: region path too long (%zu bytes)\n", strlen(region));
         return CLI_EXIT_REGION;
     }
-    char shown[4096] = "the default region";
+    char shown[PATH_MAX] = "the default region";
     if (region)
         snprintf(shown, sizeof shown, "%s", region);
     else

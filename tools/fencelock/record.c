@@ -12,7 +12,6 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,8 +39,7 @@ const char commit_usage[] =
     "committed is refused (exit status 77): ownership is lost, never retry.\n"
     "\n"
     "Options:\n"
-    "  -r, --region PATH  the region file (default: $FENCELOCK_REGION, else\n"
-    "                     /dev/shm/fencelock-UID/region)\n"
+    CLI_REGION_OPTION_TEXT
     "  -k, --key KEY      the key whose token fences the commit (default:\n"
     "                     $FENCELOCK_KEY)\n"
     "  -t, --token T      the fencing token, in decimal (default:\n"
@@ -80,8 +78,7 @@ const char read_usage[] =
     "to standard error as \"fence TOKEN\".\n"
     "\n"
     "Options:\n"
-    "  -r, --region PATH  the region file (default: $FENCELOCK_REGION, else\n"
-    "                     /dev/shm/fencelock-UID/region)\n"
+    CLI_REGION_OPTION_TEXT
     "      --json         write one JSON object to standard output instead:\n"
     "                     {\"record\":..., \"key\":..., \"fence\":..., \"data_base64\":...}\n"
     "                     (key: the key that fences RECORD; fence: the token, a\n"
@@ -108,75 +105,10 @@ enum {
     READ_EXIT_UNVOUCHED = 5,
 };
 
-__attribute__((format(printf, 2, 3))) static int usage_error(const char *cmd, const char *fmt,
-                                                             ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "fencelock %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\nTry 'fencelock %s --help'.\n", cmd);
-    return CLI_EXIT_USAGE;
-}
-
-__attribute__((format(printf, 2, 3))) static void say(const char *cmd, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "fencelock %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
-
-static int unknown_option(const char *cmd, char **argv, const struct option *longopts)
-{
-    if (optopt == 0)
-        return usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
-    for (const struct option *o = longopts; o->name; o++)
-        if (o->val == optopt && o->has_arg == no_argument)
-            return usage_error(cmd, "option '--%s' takes no argument", o->name);
-    return usage_error(cmd, "unknown option '-%c'", optopt);
-}
-
-static const char *library_error(int err)
-{
-    const char *detail = fl_last_error();
-    return detail[0] ? detail : fl_strerror(err);
-}
-
-/* -1 if name is 1..FL_KEY_MAX bytes, else bad usage. */
-static int check_name(const char *cmd, const char *what, const char *name)
-{
-    size_t n = strlen(name);
-    if (n == 0)
-        return usage_error(cmd, "%s is empty (1 to 127 bytes)", what);
-    if (n > FL_KEY_MAX)
-        return usage_error(cmd, "%s is %zu bytes long (1 to 127 bytes)", what, n);
-    return -1;
-}
-
-static int open_region(const char *cmd, const char *region, bool readonly, fl_region **r)
+static int open_region(const char *region, bool readonly, fl_region **r)
 {
     int err = readonly ? fl_open_readonly(region, r) : fl_open(region, r);
-    if (err == 0)
-        return -1;
-    const char *detail = library_error(err);
-    if (err == -ENOMEM || err == -EMFILE || err == -ENFILE) {
-        say(cmd, "cannot open the region: %s", detail);
-        return CLI_EXIT_RUNTIME;
-    }
-    char path[4096];
-    if (region)
-        snprintf(path, sizeof path, "%s", region);
-    else if (fl_default_region_path(path, sizeof path) != 0)
-        snprintf(path, sizeof path, "(default)");
-    if (strstr(detail, path))
-        say(cmd, "cannot open the region: %s", detail);
-    else
-        say(cmd, "cannot open region %s: %s", path, detail);
-    return CLI_EXIT_REGION;
+    return err ? cli_open_failed(region, err) : -1;
 }
 
 /* ---- commit ----------------------------------------------------------------- */
@@ -222,9 +154,9 @@ static int parse_token(const char *text, const char *from, uint64_t *out)
     if (p == text || *p || over || v == 0) {
         char shown[FL_KEYTEXT_MAX];
         fl__keytext(text, shown, sizeof shown);
-        return usage_error("commit", "%s '%s' is not a token (a decimal number from 1 to %" PRIu64
-                           ")",
-                           from, shown, FL_TOKEN_MAX);
+        return fl__usage_error("%s '%s' is not a token (a decimal number from 1 to %" PRIu64
+                               ")",
+                               from, shown, FL_TOKEN_MAX);
     }
     *out = v;
     return -1;
@@ -249,7 +181,7 @@ int commit_main(int argc, char **argv)
         switch (c) {
         case 'r':
             if (!optarg[0])
-                return usage_error("commit", "--region: the path is empty");
+                return fl__usage_error("--region: the path is empty");
             region = optarg;
             break;
         case 'k': key = optarg; break;
@@ -258,36 +190,34 @@ int commit_main(int argc, char **argv)
         case 'h':
             fputs(commit_usage, stdout);
             return cli_finish_stdout();
-        case ':':
-            return usage_error("commit", "option '%s' needs an argument", argv[optind - 1]);
-        default:
-            return unknown_option("commit", argv, longopts);
+        default: /* ':' or '?' */
+            return fl__option_error(c, argv, longopts);
         }
     }
     if (optind >= argc)
-        return usage_error("commit", "missing RECORD");
+        return fl__usage_error("missing RECORD");
     const char *record = argv[optind];
     const char *file = optind + 1 < argc ? argv[optind + 1] : NULL;
     if (optind + 2 < argc)
-        return usage_error("commit", "unexpected argument '%s'", argv[optind + 2]);
-    if ((rc = check_name("commit", "RECORD", record)) >= 0)
+        return fl__usage_error("unexpected argument '%s'", argv[optind + 2]);
+    if ((rc = cli_check_name("RECORD", record)) >= 0)
         return rc;
     const char *key_from = "--key", *token_from = "--token";
     if (!key) {
         key = getenv("FENCELOCK_KEY");
         key_from = "FENCELOCK_KEY";
         if (!key)
-            return usage_error("commit", "no KEY: give --key, or run under fencelock run "
-                                         "(which sets FENCELOCK_KEY)");
+            return fl__usage_error("no KEY: give --key, or run under fencelock run "
+                                   "(which sets FENCELOCK_KEY)");
     }
     if (!token_text) {
         token_text = getenv("FENCELOCK_TOKEN");
         token_from = "FENCELOCK_TOKEN";
         if (!token_text)
-            return usage_error("commit", "no token: give --token, or run under fencelock run "
-                                         "(which sets FENCELOCK_TOKEN)");
+            return fl__usage_error("no token: give --token, or run under fencelock run "
+                                   "(which sets FENCELOCK_TOKEN)");
     }
-    if ((rc = check_name("commit", key_from, key)) >= 0)
+    if ((rc = cli_check_name(key_from, key)) >= 0)
         return rc;
     uint64_t token = 0;
     if ((rc = parse_token(token_text, token_from, &token)) >= 0)
@@ -297,12 +227,12 @@ int commit_main(int argc, char **argv)
     if (file && strcmp(file, "-") != 0) {
         fd = open(file, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
-            say("commit", "cannot open %s: %s", file, strerror(errno));
+            fl__say("cannot open %s: %s", file, strerror(errno));
             return CLI_EXIT_RUNTIME;
         }
     }
     fl_region *r;
-    if ((rc = open_region("commit", region, false, &r)) >= 0) {
+    if ((rc = open_region(region, false, &r)) >= 0) {
         if (fd != STDIN_FILENO)
             close(fd);
         return rc;
@@ -313,16 +243,16 @@ int commit_main(int argc, char **argv)
     size_t len = 0;
     bool more = false;
     if (err || !buf) {
-        say("commit", "%s", err ? library_error(err) : "out of memory");
+        fl__say("%s", err ? fl__library_error(err) : "out of memory");
         rc = CLI_EXIT_RUNTIME;
     } else if ((err = read_all(fd, buf, ri.record_size, &len, &more)) != 0) {
-        say("commit", "cannot read %s: %s", file && strcmp(file, "-") ? file : "standard input",
-            strerror(-err));
+        fl__say("cannot read %s: %s", file && strcmp(file, "-") ? file : "standard input",
+                strerror(-err));
         rc = CLI_EXIT_RUNTIME;
     } else if (more) {
-        say("commit", "the value is larger than the region's record size (%" PRIu32
-                      " bytes): nothing committed",
-            ri.record_size);
+        fl__say("the value is larger than the region's record size (%" PRIu32
+                " bytes): nothing committed",
+                ri.record_size);
         rc = COMMIT_EXIT_TOO_LARGE;
     }
     if (fd != STDIN_FILENO)
@@ -341,39 +271,39 @@ int commit_main(int argc, char **argv)
     switch (err) {
     case 0: rc = CLI_EXIT_OK; break;
     case -ESTALE:
-        say("commit", "rejected as stale: '%s' has accepted token %" PRIu64 "; token %" PRIu64
-                      " of '%s' no longer owns it%s",
-            rec_text, accepted, token, key_text,
-            accepted == token ? " (--strict: one commit per token)" : "");
+        fl__say("rejected as stale: '%s' has accepted token %" PRIu64 "; token %" PRIu64
+                " of '%s' no longer owns it%s",
+                rec_text, accepted, token, key_text,
+                accepted == token ? " (--strict: one commit per token)" : "");
         rc = COMMIT_EXIT_STALE;
         break;
     case -ENOENT:
-        say("commit", "key '%s' was never acquired in this region", key_text);
+        fl__say("key '%s' was never acquired in this region", key_text);
         rc = CLI_EXIT_NO_KEY;
         break;
     case -EINVAL:
-        say("commit", "token %" PRIu64 " was never issued by key '%s' (%s)", token, key_text,
-            library_error(err));
+        fl__say("token %" PRIu64 " was never issued by key '%s' (%s)", token, key_text,
+                fl__library_error(err));
         rc = CLI_EXIT_USAGE;
         break;
     case -EXDEV:
-        say("commit", "%s", library_error(err));
+        fl__say("%s", fl__library_error(err));
         rc = COMMIT_EXIT_OTHER_KEY;
         break;
     case -EMSGSIZE:
-        say("commit", "%s", library_error(err));
+        fl__say("%s", fl__library_error(err));
         rc = COMMIT_EXIT_TOO_LARGE;
         break;
     case -ENOSPC:
-        say("commit", "%s", library_error(err));
+        fl__say("%s", fl__library_error(err));
         rc = COMMIT_EXIT_NO_ROOM;
         break;
     case -EPROTO:
-        say("commit", "%s", library_error(err));
+        fl__say("%s", fl__library_error(err));
         rc = CLI_EXIT_REGION;
         break;
     default:
-        say("commit", "cannot commit to '%s': %s", rec_text, library_error(err));
+        fl__say("cannot commit to '%s': %s", rec_text, fl__library_error(err));
         rc = CLI_EXIT_RUNTIME;
         break;
     }
@@ -433,28 +363,26 @@ int read_main(int argc, char **argv)
         switch (c) {
         case 'r':
             if (!optarg[0])
-                return usage_error("read", "--region: the path is empty");
+                return fl__usage_error("--region: the path is empty");
             region = optarg;
             break;
         case 'j': json = true; break;
         case 'h':
             fputs(read_usage, stdout);
             return cli_finish_stdout();
-        case ':':
-            return usage_error("read", "option '%s' needs an argument", argv[optind - 1]);
-        default:
-            return unknown_option("read", argv, longopts);
+        default: /* ':' or '?' */
+            return fl__option_error(c, argv, longopts);
         }
     }
     if (optind >= argc)
-        return usage_error("read", "missing RECORD");
+        return fl__usage_error("missing RECORD");
     if (optind + 1 < argc)
-        return usage_error("read", "unexpected argument '%s'", argv[optind + 1]);
+        return fl__usage_error("unexpected argument '%s'", argv[optind + 1]);
     const char *record = argv[optind];
-    if ((rc = check_name("read", "RECORD", record)) >= 0)
+    if ((rc = cli_check_name("RECORD", record)) >= 0)
         return rc;
     fl_region *r;
-    if ((rc = open_region("read", region, true, &r)) >= 0)
+    if ((rc = open_region(region, true, &r)) >= 0)
         return rc;
     char rec_text[FL_KEYTEXT_MAX];
     fl__keytext(record, rec_text, sizeof rec_text);
@@ -471,21 +399,21 @@ int read_main(int argc, char **argv)
     switch (err) {
     case 0: break;
     case -ENOENT:
-        say("read", "no record '%s' (never committed)", rec_text);
+        fl__say("no record '%s' (never committed)", rec_text);
         rc = CLI_EXIT_NO_KEY;
         break;
     case -EBADMSG:
-        say("read", "the value of '%s' cannot be vouched for (torn by an unclean stop); the "
-                    "next commit replaces it",
-            rec_text);
+        fl__say("the value of '%s' cannot be vouched for (torn by an unclean stop); the "
+                "next commit replaces it",
+                rec_text);
         rc = READ_EXIT_UNVOUCHED;
         break;
     case -EPROTO:
-        say("read", "%s", library_error(err));
+        fl__say("%s", fl__library_error(err));
         rc = CLI_EXIT_REGION;
         break;
     default:
-        say("read", "cannot read '%s': %s", rec_text, library_error(err));
+        fl__say("cannot read '%s': %s", rec_text, fl__library_error(err));
         rc = CLI_EXIT_RUNTIME;
         break;
     }

@@ -41,7 +41,6 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,17 +53,18 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "clocks.h"
 #include "duration.h"
 #include "fencelock.h"
 #include "keytext.h"
 #include "run.h"
 
-#define DEFAULT_LEASE_NS (30ull * 1000000000ull)
-#define DEFAULT_KILL_AFTER_NS (5ull * 1000000000ull)
+#define DEFAULT_LEASE_NS (30 * CLI_NS_PER_S)
+#define DEFAULT_KILL_AFTER_NS (5 * CLI_NS_PER_S)
 /* The shortest lease the keepalive renews reliably on a loaded machine, with
  * margin: docs/run-lease.md has the measurement (50ms already failed under
  * load; 100ms held: 250ms leaves 2.5 times that margin). */
-#define MIN_LEASE_NS (250ull * 1000000ull)
+#define MIN_LEASE_NS (250 * CLI_NS_PER_MS)
 /* Lease deadlines are microseconds of CLOCK_MONOTONIC in 48 bits (see
  * CAVEATS in fencelock.h): now + lease must stay below this. */
 #define LEASE_DEADLINE_LIMIT_NS (((1ull << 48) - 1) * 1000ull)
@@ -203,53 +203,6 @@ struct run_options {
     bool require_supervisor; /* --require-supervisor: never run unregistered */
 };
 
-__attribute__((format(printf, 1, 2))) static int run_usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("fencelock run: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\nTry 'fencelock run --help'.\n", stderr);
-    return CLI_EXIT_USAGE;
-}
-
-__attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("fencelock run: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
-
-/* As in status.c: name what getopt_long rejected. */
-static int unknown_option(char **argv, const struct option *longopts)
-{
-    if (optopt == 0)
-        return run_usage_error("unknown option '%s'", argv[optind - 1]);
-    for (const struct option *o = longopts; o->name; o++)
-        if (o->val == optopt && o->has_arg == no_argument)
-            return run_usage_error("option '--%s' takes no argument", o->name);
-    return run_usage_error("unknown option '-%c'", optopt);
-}
-
-/* text as every message shows a key (src/common/keytext.h). */
-
-/* A KEY on the command line is what the library takes: 1..FL_KEY_MAX bytes,
- * any but NUL (which an argument cannot hold).  Messages show it escaped. */
-static int check_key(const char *key)
-{
-    size_t n = strlen(key);
-    const char *rule = "a key is 1 to 127 bytes";
-    if (n == 0)
-        return run_usage_error("KEY is empty (%s)", rule);
-    if (n > FL_KEY_MAX)
-        return run_usage_error("KEY is %zu bytes long (%s)", n, rule);
-    return -1;
-}
-
 /* -E N: an exit status, 0..255.  -1 and *out set, or bad usage. */
 static int parse_exit_code(const char *text, int *out)
 {
@@ -260,7 +213,7 @@ static int parse_exit_code(const char *text, int *out)
     if (p == text || *p || v > 255) {
         char shown[256];
         fl__keytext(text, shown, sizeof shown);
-        return run_usage_error("--conflict-exit-code '%s': not an exit status from 0 to 255",
+        return fl__usage_error("--conflict-exit-code '%s': not an exit status from 0 to 255",
                                shown);
     }
     *out = v;
@@ -275,14 +228,7 @@ static int parse_duration_option(const char *option, const char *text, uint64_t 
         return -1;
     char shown[256];
     fl__keytext(text, shown, sizeof shown);
-    return run_usage_error("%s '%s': %s", option, shown, why);
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return fl__usage_error("%s '%s': %s", option, shown, why);
 }
 
 /* -1 if lease_ns is a lease fencelock run can keep, else the exit status of
@@ -294,17 +240,17 @@ static int check_lease(const char *text, uint64_t lease_ns)
     char shown[256], limit[32];
     fl__keytext(text, shown, sizeof shown);
     if (lease_ns < MIN_LEASE_NS) {
-        cli_format_duration(MIN_LEASE_NS, limit, sizeof limit);
-        return run_usage_error("--lease '%s': a lease must be at least %s (renewal cannot keep "
+        cli_format_duration(MIN_LEASE_NS, CLI_DURATION_EXACT, limit, sizeof limit);
+        return fl__usage_error("--lease '%s': a lease must be at least %s (renewal cannot keep "
                                "a shorter one on a loaded machine)",
                                shown, limit);
     }
-    uint64_t now = now_ns();
+    uint64_t now = fl__monotonic_clock_ns();
     uint64_t room = now < LEASE_DEADLINE_LIMIT_NS ? LEASE_DEADLINE_LIMIT_NS - now : 0;
-    uint64_t max = room / (60ull * 1000000000ull) * (60ull * 1000000000ull);
+    uint64_t max = room / CLI_NS_PER_M * CLI_NS_PER_M;
     if (lease_ns > max) {
-        cli_format_duration(max, limit, sizeof limit);
-        return run_usage_error("--lease '%s': longer than a region can record: at most %s now "
+        cli_format_duration(max, CLI_DURATION_EXACT, limit, sizeof limit);
+        return fl__usage_error("--lease '%s': longer than a region can record: at most %s now "
                                "(lease deadlines are microseconds of the monotonic clock below "
                                "2^48, about 8.9 years after boot)",
                                shown, limit);
@@ -343,7 +289,7 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
         switch (c) {
         case 'r':
             if (!optarg[0])
-                return run_usage_error("--region: the path is empty");
+                return fl__usage_error("--region: the path is empty");
             o->region = optarg;
             break;
         case 'l':
@@ -370,38 +316,38 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
             break;
         case 'c':
             if (string)
-                return run_usage_error("-c/--command given twice");
+                return fl__usage_error("-c/--command given twice");
             string = optarg;
             break;
         case 'h':
             fputs(run_usage, stdout);
             return cli_finish_stdout();
-        case ':':
-            return run_usage_error("option '%s' needs an argument", argv[optind - 1]);
-        default:
-            return unknown_option(argv, longopts);
+        default: /* ':' or '?' */
+            return fl__option_error(c, argv, longopts);
         }
     }
     if (wait_given && no_wait)
-        return run_usage_error("--wait and --no-wait exclude each other");
+        return fl__usage_error("--wait and --no-wait exclude each other");
     if (no_wait)
         o->wait_ns = 0;
     if (optind >= argc)
-        return run_usage_error("missing KEY and COMMAND: fencelock run KEY COMMAND");
+        return fl__usage_error("missing KEY and COMMAND: fencelock run KEY COMMAND");
     o->key = argv[optind];
-    if ((rc = check_key(o->key)) >= 0)
+    if ((rc = cli_check_name("KEY", o->key)) >= 0)
         return rc;
     fl__keytext(o->key, o->key_text, sizeof o->key_text);
     char **rest = argv + optind + 1;
     /* flock's form: KEY -c STRING (options before KEY are parsed above). */
+    static const char command_prefix[] = "--command=";
+    const size_t command_prefix_len = sizeof command_prefix - 1;
+    bool joined = rest[0] && strncmp(rest[0], command_prefix, command_prefix_len) == 0;
     if (rest[0] && !string &&
-        (strcmp(rest[0], "-c") == 0 || strcmp(rest[0], "--command") == 0 ||
-         strncmp(rest[0], "--command=", 10) == 0)) {
-        if (rest[0][1] == '-' && rest[0][9] == '=') {
-            string = rest[0] + 10;
+        (strcmp(rest[0], "-c") == 0 || strcmp(rest[0], "--command") == 0 || joined)) {
+        if (joined) {
+            string = rest[0] + command_prefix_len;
             rest += 1;
         } else if (!rest[1]) {
-            return run_usage_error("option '%s' needs an argument", rest[0]);
+            return fl__usage_error("option '%s' needs an argument", rest[0]);
         } else {
             string = rest[1];
             rest += 2;
@@ -411,12 +357,12 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
         if (rest[0]) {
             char shown[256];
             fl__keytext(rest[0], shown, sizeof shown);
-            return run_usage_error("unexpected argument '%s': -c STRING and COMMAND exclude "
+            return fl__usage_error("unexpected argument '%s': -c STRING and COMMAND exclude "
                                    "each other",
                                    shown);
         }
         if (!string[0])
-            return run_usage_error("-c: the command STRING is empty");
+            return fl__usage_error("-c: the command STRING is empty");
         o->shell_command[0] = "sh";
         o->shell_command[1] = "-c";
         o->shell_command[2] = (char *)string;
@@ -425,20 +371,20 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
         return -1;
     }
     if (!rest[0])
-        return run_usage_error("missing COMMAND after KEY");
+        return fl__usage_error("missing COMMAND after KEY");
     if (strcmp(rest[0], "--") == 0) {
         rest++;
         if (!rest[0])
-            return run_usage_error("missing COMMAND after '--'");
+            return fl__usage_error("missing COMMAND after '--'");
     } else if (rest[0][0] == '-') {
         char shown[256];
         fl__keytext(rest[0], shown, sizeof shown);
-        return run_usage_error("expected COMMAND after KEY, found '%s' (options go before KEY; "
+        return fl__usage_error("expected COMMAND after KEY, found '%s' (options go before KEY; "
                                "write '--' before a COMMAND that starts with '-')",
                                shown);
     }
     if (!rest[0][0])
-        return run_usage_error("COMMAND is empty");
+        return fl__usage_error("COMMAND is empty");
     o->command = rest;
     return -1;
 }
@@ -465,12 +411,6 @@ struct runner {
     uint64_t kill_at; /* CLOCK_MONOTONIC */
 };
 
-static const char *library_error(int err)
-{
-    const char *detail = fl_last_error();
-    return detail[0] ? detail : fl_strerror(err);
-}
-
 /* Send sig to the command's process group, and to the command itself if it
  * has left the group (setsid, setpgid): each process gets it once. */
 static void signal_command(struct runner *rn, int sig)
@@ -495,7 +435,7 @@ static void exec_command(struct runner *rn, int go_fd, pid_t parent)
     if (setenv("FENCELOCK_KEY", rn->o->key, 1) != 0 ||
         setenv("FENCELOCK_TOKEN", token, 1) != 0 ||
         setenv(FL_REGION_ENV, fl_region_path(rn->r), 1) != 0) {
-        say("cannot set the environment of %s: %s", rn->o->command[0], strerror(errno));
+        fl__say("cannot set the environment of %s: %s", rn->o->command[0], strerror(errno));
         _exit(RUN_EXIT_FAILED);
     }
     /* Wait until the lease is kept alive; EOF means the parent gave up. */
@@ -506,7 +446,7 @@ static void exec_command(struct runner *rn, int go_fd, pid_t parent)
     sigaction(SIGPIPE, &rn->old_pipe, NULL); /* ignored only for our own messages */
     execvp(rn->o->command[0], rn->o->command);
     int e = errno;
-    say("cannot run '%s': %s", rn->o->command[0], strerror(e));
+    fl__say("cannot run '%s': %s", rn->o->command[0], strerror(e));
     _exit(e == ENOENT ? RUN_EXIT_NOT_FOUND : RUN_EXIT_CANNOT_EXEC);
 }
 
@@ -801,7 +741,7 @@ static void kill_all(struct runner *rn)
         }
         if (alive > waiting) {
             /* Some could not be waited for by pidfd: look again shortly. */
-            struct timespec ts = {0, 10 * 1000000L};
+            struct timespec ts = {0, (long)(10 * CLI_NS_PER_MS)};
             nanosleep(&ts, NULL);
         }
         free(fds);
@@ -815,18 +755,18 @@ static void kill_all(struct runner *rn)
 static void send_kill(struct runner *rn)
 {
     char grace[32];
-    cli_format_duration(rn->o->kill_after_ns, grace, sizeof grace);
+    cli_format_duration(rn->o->kill_after_ns, CLI_DURATION_EXACT, grace, sizeof grace);
     int alive = count_alive(rn);
     if (alive > 0)
         signal_all(rn, SIGKILL, false); /* first: the report may block or fail */
     rn->kill_sent = true;
     if (rn->term_sent && alive > 0) {
         if (rn->leftovers)
-            say("%d process%s left by %s still running %s after SIGTERM; sending SIGKILL", alive,
-                alive == 1 ? "" : "es", rn->o->command[0], grace);
+            fl__say("%d process%s left by %s still running %s after SIGTERM; sending SIGKILL",
+                    alive, alive == 1 ? "" : "es", rn->o->command[0], grace);
         else
-            say("%s (process group %d) is still running %s after SIGTERM; sending SIGKILL",
-                rn->o->command[0], (int)rn->child, grace);
+            fl__say("%s (process group %d) is still running %s after SIGTERM; sending SIGKILL",
+                    rn->o->command[0], (int)rn->child, grace);
     }
     kill_all(rn);
 }
@@ -845,7 +785,7 @@ static void lease_lost(struct runner *rn, int err)
     int others = signal_all(rn, now ? SIGKILL : SIGTERM, !now);
     if (!now) {
         rn->term_sent = true;
-        rn->kill_at = now_ns() + rn->o->kill_after_ns;
+        rn->kill_at = fl__monotonic_clock_ns() + rn->o->kill_after_ns;
     }
     const char *why = rn->lost_err == -ESTALE
                           ? "the lease ran out or another process took the key"
@@ -854,9 +794,10 @@ static void lease_lost(struct runner *rn, int err)
     if (others > 0)
         snprintf(outside, sizeof outside, " and %d process%s it started outside that group",
                  others, others == 1 ? "" : "es");
-    say("lost the lease of '%s' (token %" PRIu64 ": %s); %s %s (process group %d)%s",
-        rn->o->key_text, rn->lease.token, why, now ? "sending SIGKILL to" : "sending SIGTERM to",
-        rn->o->command[0], (int)rn->child, outside);
+    fl__say("lost the lease of '%s' (token %" PRIu64 ": %s); %s %s (process group %d)%s",
+            rn->o->key_text, rn->lease.token, why,
+            now ? "sending SIGKILL to" : "sending SIGTERM to", rn->o->command[0], (int)rn->child,
+            outside);
     rn->loss_said = true;
     if (now)
         send_kill(rn);
@@ -871,11 +812,11 @@ static void end_leftovers(struct runner *rn, int alive)
     signal_all(rn, now ? SIGKILL : SIGTERM, !now);
     if (!now) {
         rn->term_sent = true;
-        rn->kill_at = now_ns() + rn->o->kill_after_ns;
+        rn->kill_at = fl__monotonic_clock_ns() + rn->o->kill_after_ns;
     }
-    say("%s exited and left %d process%s running; sending %s to %s before releasing '%s'",
-        rn->o->command[0], alive, alive == 1 ? "" : "es", now ? "SIGKILL" : "SIGTERM",
-        alive == 1 ? "it" : "them", rn->o->key_text);
+    fl__say("%s exited and left %d process%s running; sending %s to %s before releasing '%s'",
+            rn->o->command[0], alive, alive == 1 ? "" : "es", now ? "SIGKILL" : "SIGTERM",
+            alive == 1 ? "it" : "them", rn->o->key_text);
     if (now)
         send_kill(rn);
 }
@@ -891,7 +832,7 @@ static int drain_signals(struct runner *rn)
         if (n < 0 && errno == EAGAIN)
             return 0;
         if (n != (ssize_t)sizeof si) {
-            say("cannot read signals: %s", n < 0 ? strerror(errno) : "short read");
+            fl__say("cannot read signals: %s", n < 0 ? strerror(errno) : "short read");
             return -1;
         }
         int sig = (int)si.ssi_signo;
@@ -908,10 +849,10 @@ static int poll_timeout(const struct runner *rn)
 {
     if (!rn->term_sent || rn->kill_sent)
         return -1;
-    uint64_t now = now_ns();
+    uint64_t now = fl__monotonic_clock_ns();
     if (now >= rn->kill_at)
         return 0;
-    uint64_t ms = (rn->kill_at - now + 999999) / 1000000;
+    uint64_t ms = (rn->kill_at - now + CLI_NS_PER_MS - 1) / CLI_NS_PER_MS; /* rounded up */
     return ms > RESCAN_MS ? RESCAN_MS : (int)ms;
 }
 
@@ -937,14 +878,14 @@ static int supervise(struct runner *rn)
                               {.fd = rn->lost ? -1 : kfd, .events = POLLIN}};
         int n = poll(p, 2, poll_timeout(rn));
         if (n < 0 && errno != EINTR) {
-            say("poll: %s", strerror(errno));
+            fl__say("poll: %s", strerror(errno));
             return -1;
         }
         if (n > 0 && (p[0].revents & POLLIN) && drain_signals(rn) != 0)
             return -1;
         if (n > 0 && p[1].revents)
             lease_lost(rn, fl_keepalive_status(rn->k, NULL));
-        if (rn->term_sent && !rn->kill_sent && now_ns() >= rn->kill_at)
+        if (rn->term_sent && !rn->kill_sent && fl__monotonic_clock_ns() >= rn->kill_at)
             send_kill(rn);
     }
 }
@@ -974,7 +915,7 @@ static int finish(struct runner *rn, int failed)
         rn->lost = true;
         rn->lost_err = err;
     } else if (err && err != -ESTALE) {
-        say("cannot release '%s': %s", rn->o->key_text, library_error(err));
+        fl__say("cannot release '%s': %s", rn->o->key_text, fl__library_error(err));
         failed = 1;
     }
     if (rn->foreground && tcgetpgrp(STDIN_FILENO) == rn->child)
@@ -984,12 +925,12 @@ static int finish(struct runner *rn, int failed)
     int status = exit_status_of(rn->child_status);
     if (rn->lost) {
         if (!rn->loss_said)
-            say("lost the lease of '%s' (token %" PRIu64 ": %s) while %s ran; it exited with "
-                "status %d",
-                rn->o->key_text, rn->lease.token,
-                rn->lost_err == -ESTALE ? "the lease ran out or another process took the key"
-                                        : fl_strerror(rn->lost_err),
-                rn->o->command[0], status);
+            fl__say("lost the lease of '%s' (token %" PRIu64 ": %s) while %s ran; it exited with "
+                    "status %d",
+                    rn->o->key_text, rn->lease.token,
+                    rn->lost_err == -ESTALE ? "the lease ran out or another process took the key"
+                                            : fl_strerror(rn->lost_err),
+                    rn->o->command[0], status);
         return RUN_EXIT_LEASE_LOST;
     }
     return status;
@@ -1007,12 +948,12 @@ static int setup_signals(struct runner *rn)
     sigaddset(&set, SIGCHLD);
     sigaddset(&set, SIGTTOU);
     if (sigprocmask(SIG_BLOCK, &set, &rn->old_mask) != 0) {
-        say("sigprocmask: %s", strerror(errno));
+        fl__say("sigprocmask: %s", strerror(errno));
         return -1;
     }
     rn->sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     if (rn->sfd < 0) {
-        say("signalfd: %s", strerror(errno));
+        fl__say("signalfd: %s", strerror(errno));
         return -1;
     }
     return 0;
@@ -1023,7 +964,7 @@ static int start_command(struct runner *rn)
 {
     int go[2];
     if (pipe2(go, O_CLOEXEC) != 0) {
-        say("pipe: %s", strerror(errno));
+        fl__say("pipe: %s", strerror(errno));
         return -1;
     }
     rn->foreground = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
@@ -1031,7 +972,7 @@ static int start_command(struct runner *rn)
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
-        say("fork: %s", strerror(errno));
+        fl__say("fork: %s", strerror(errno));
         close(go[0]);
         close(go[1]);
         return -1;
@@ -1055,12 +996,13 @@ static int start_command(struct runner *rn)
         if (rn->foreground && tcgetpgrp(STDIN_FILENO) == pid)
             tcsetpgrp(STDIN_FILENO, getpgrp());
         if (err == -ESTALE) {
-            say("lost the lease of '%s' (token %" PRIu64 ") before %s could start", rn->o->key_text,
-                rn->lease.token, rn->o->command[0]);
+            fl__say("lost the lease of '%s' (token %" PRIu64 ") before %s could start",
+                    rn->o->key_text, rn->lease.token, rn->o->command[0]);
             fl_release(rn->r, &rn->lease);
             return RUN_EXIT_LEASE_LOST;
         }
-        say("cannot keep the lease of '%s' alive: %s", rn->o->key_text, library_error(err));
+        fl__say("cannot keep the lease of '%s' alive: %s", rn->o->key_text,
+                fl__library_error(err));
         fl_release(rn->r, &rn->lease);
         return -1;
     }
@@ -1080,11 +1022,12 @@ static int check_registered(const struct run_options *o, fl_region *r)
         return -1;
     const char *why = fl_last_error();
     if (o->require_supervisor) {
-        say("--require-supervisor: not running %s: %s", o->command[0], why);
+        fl__say("--require-supervisor: not running %s: %s", o->command[0], why);
         fl_close(r);
         return CLI_EXIT_REGION;
     }
-    say("warning: %s; if fencelock run dies, '%s' stays held until its lease ends", why, o->key);
+    fl__say("warning: %s; if fencelock run dies, '%s' stays held until its lease ends", why,
+            o->key);
     return -1;
 }
 
@@ -1093,21 +1036,8 @@ static int open_region(const struct run_options *o, fl_region **r)
     int err = fl_open(o->region, r);
     if (err == 0)
         return check_registered(o, *r);
-    const char *detail = library_error(err);
-    if (err == -ENOMEM || err == -EMFILE || err == -ENFILE) {
-        say("cannot open the region: %s", detail);
-        return RUN_EXIT_FAILED;
-    }
-    char path[4096];
-    if (o->region)
-        snprintf(path, sizeof path, "%s", o->region);
-    else if (fl_default_region_path(path, sizeof path) != 0)
-        snprintf(path, sizeof path, "(default)");
-    if (strstr(detail, path))
-        say("cannot open the region: %s", detail);
-    else
-        say("cannot open region %s: %s", path, detail);
-    return CLI_EXIT_REGION;
+    int rc = cli_open_failed(o->region, err);
+    return rc == CLI_EXIT_RUNTIME ? RUN_EXIT_FAILED : rc; /* run's own failures are 125 */
 }
 
 static int acquire(struct runner *rn)
@@ -1120,17 +1050,17 @@ static int acquire(struct runner *rn)
     fl__keytext(o->key, shown, sizeof shown);
     switch (err) {
     case -EBUSY:
-        say("'%s' is held by another process (not waiting)", shown);
+        fl__say("'%s' is held by another process (not waiting)", shown);
         return o->conflict_exit;
     case -ETIMEDOUT:
-        cli_format_duration((uint64_t)o->wait_ns, waited, sizeof waited);
-        say("'%s' is still held after waiting %s", shown, waited);
+        cli_format_duration((uint64_t)o->wait_ns, CLI_DURATION_EXACT, waited, sizeof waited);
+        fl__say("'%s' is still held after waiting %s", shown, waited);
         return o->conflict_exit;
     case -EPROTO:
-        say("cannot acquire '%s': %s", shown, library_error(err));
+        fl__say("cannot acquire '%s': %s", shown, fl__library_error(err));
         return CLI_EXIT_REGION;
     default:
-        say("cannot acquire '%s': %s", shown, library_error(err));
+        fl__say("cannot acquire '%s': %s", shown, fl__library_error(err));
         return RUN_EXIT_FAILED;
     }
 }
@@ -1174,8 +1104,8 @@ int run_main(int argc, char **argv)
     if (failed && count_alive(&rn) > 0) {
         /* Cannot watch them any more: do not leave them running unsupervised. */
         signal_all(&rn, SIGKILL, false);
-        say("stopping %s (process group %d) and every process it started", o.command[0],
-            (int)rn.child);
+        fl__say("stopping %s (process group %d) and every process it started", o.command[0],
+                (int)rn.child);
         rn.kill_sent = true;
         kill_all(&rn);
     }

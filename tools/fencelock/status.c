@@ -8,7 +8,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,10 +41,7 @@ static const char usage_head[] =
     "supervisor is running is checked in the caller's.\n"
     "\n"
     "Options:\n"
-    "  -r, --region PATH  the region file (default: $FENCELOCK_REGION, else\n"
-    "                     /run/fencelock/region for root, else\n"
-    "                     $XDG_RUNTIME_DIR/fencelock/region, else\n"
-    "                     /dev/shm/fencelock-UID/region)\n"
+    CLI_REGION_OPTION_TEXT
     "      --json         print one JSON document instead of tables (with\n"
     "                     --watch: one document per refresh)\n"
     "      --prefix PREFIX\n"
@@ -167,17 +164,6 @@ __attribute__((constructor)) static void build_status_usage(void)
 
 /* ---- the command ----------------------------------------------------------- */
 
-__attribute__((format(printf, 1, 2))) static int status_usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("fencelock status: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\nTry 'fencelock status --help'.\n", stderr);
-    return CLI_EXIT_USAGE;
-}
-
 struct status_options {
     const char *region; /* NULL: the default */
     bool json;
@@ -193,24 +179,10 @@ struct status_options {
 /* long-only options: outside the range of short ones */
 enum { OPT_JSON = 256, OPT_PREFIX, OPT_WATCH, OPT_COUNT, OPT_OUTPUT_ALL, OPT_LIST_COLUMNS };
 
-/* Name what getopt_long rejected.  optopt is 0 for an unknown long option
- * (always the whole word argv[optind - 1]), the option's value for a long
- * option given an argument it does not take, and the character for an
- * unknown short option, which may sit inside a cluster like "-xj" that
- * optind has not moved past.  A short no-argument option (-h) cannot be
- * rejected, so a match on a no-argument option means its long form. */
-static int unknown_option(char **argv, const struct option *longopts)
-{
-    if (optopt == 0)
-        return status_usage_error("unknown option '%s'", argv[optind - 1]);
-    for (const struct option *o = longopts; o->name; o++)
-        if (o->val == optopt && o->has_arg == no_argument)
-            return status_usage_error("option '--%s' takes no argument", o->name);
-    return status_usage_error("unknown option '-%c'", optopt);
-}
-
-#define INTERVAL_MIN (50 * 1000000ull)
-#define INTERVAL_MAX (3600 * 1000000000ull)
+/* --watch INTERVAL: by default, and its bounds (as the help says). */
+#define INTERVAL_DEFAULT (2 * CLI_NS_PER_S)
+#define INTERVAL_MIN (50 * CLI_NS_PER_MS)
+#define INTERVAL_MAX CLI_NS_PER_H
 
 /* A refresh interval: a DURATION (500ms, 2s, 1.5s, 1m), or a bare number of
  * seconds as watch(1) and top(1) take it. */
@@ -231,9 +203,9 @@ static int parse_interval(const char *s, uint64_t *ns)
 
 static int bad_interval(const char *s)
 {
-    return status_usage_error("--watch: '%s' is not an interval from 50ms to 1h (like 500ms, 2s "
-                              "or 1m)",
-                              s);
+    return fl__usage_error("--watch: '%s' is not an interval from 50ms to 1h (like 500ms, 2s "
+                           "or 1m)",
+                           s);
 }
 
 /* Returns -1 to go on, else the exit status (help shown, or bad usage). */
@@ -253,7 +225,7 @@ static int parse_status_args(int argc, char **argv, struct status_options *o)
     };
     opterr = 0; /* our messages name the subcommand and give the hint */
     optind = 1;
-    o->interval_ns = 2000000000ull;
+    o->interval_ns = INTERVAL_DEFAULT;
     columns_default(o->columns);
     bool interval_given = false;
     int c;
@@ -261,7 +233,7 @@ static int parse_status_args(int argc, char **argv, struct status_options *o)
         switch (c) {
         case 'r':
             if (!optarg[0])
-                return status_usage_error("--region: the path is empty");
+                return fl__usage_error("--region: the path is empty");
             o->region = optarg;
             break;
         case OPT_JSON: o->json = true; break;
@@ -279,16 +251,16 @@ static int parse_status_args(int argc, char **argv, struct status_options *o)
             errno = 0;
             unsigned long long v = strtoull(optarg, &end, 10);
             if (errno || end == optarg || *end || optarg[0] == '-' || v == 0 || v > UINT32_MAX)
-                return status_usage_error("--count: '%s' is not a number of refreshes (1 or "
-                                          "more)",
-                                          optarg);
+                return fl__usage_error("--count: '%s' is not a number of refreshes (1 or "
+                                       "more)",
+                                       optarg);
             o->count = (unsigned long)v;
             break;
         }
         case 'o': {
             char why[160];
             if (columns_parse(o->columns, optarg, why, sizeof why) != 0)
-                return status_usage_error("--output: %s (see --list-columns)", why);
+                return fl__usage_error("--output: %s (see --list-columns)", why);
             if (!o->output)
                 o->output = "--output";
             break;
@@ -304,11 +276,8 @@ static int parse_status_args(int argc, char **argv, struct status_options *o)
         case 'h':
             fputs(status_usage, stdout);
             return cli_finish_stdout();
-        case ':':
-            /* The option is what ends the word it came in: "-r" or "--region". */
-            return status_usage_error("option '%s' needs an argument", argv[optind - 1]);
-        default:
-            return unknown_option(argv, longopts);
+        default: /* ':' or '?' */
+            return fl__option_error(c, argv, longopts);
         }
     }
     if (o->watch) {
@@ -322,20 +291,20 @@ static int parse_status_args(int argc, char **argv, struct status_options *o)
         o->key = argv[optind++];
     }
     if (optind < argc)
-        return status_usage_error("unexpected argument '%s'", argv[optind]);
+        return fl__usage_error("unexpected argument '%s'", argv[optind]);
     if (o->count && !o->watch)
-        return status_usage_error("--count needs --watch");
+        return fl__usage_error("--count needs --watch");
     /* The columns are those of the tables; the JSON document has them all. */
     if (o->output && (o->json || o->watch || o->key))
-        return status_usage_error("%s chooses the columns of the tables: not with %s",
-                                  o->output, o->json ? "--json" : o->watch ? "--watch" : "KEY");
+        return fl__usage_error("%s chooses the columns of the tables: not with %s",
+                               o->output, o->json ? "--json" : o->watch ? "--watch" : "KEY");
     if (o->key) {
         if (!o->key[0])
-            return status_usage_error("the key is empty");
+            return fl__usage_error("the key is empty");
         if (strlen(o->key) > FL_KEY_MAX)
-            return status_usage_error("the key is longer than %d bytes", FL_KEY_MAX);
+            return fl__usage_error("the key is longer than %d bytes", FL_KEY_MAX);
         if (o->prefix)
-            return status_usage_error("give a KEY or --prefix, not both");
+            return fl__usage_error("give a KEY or --prefix, not both");
     }
     return -1;
 }
@@ -348,7 +317,7 @@ int status_main(int argc, char **argv)
     if (rc >= 0)
         return rc;
 
-    char path[4096];
+    char path[PATH_MAX];
     if (o.region) {
         if (strlen(o.region) >= sizeof path) {
             fprintf(stderr, "fencelock: region path too long (%zu bytes)\n", strlen(o.region));
@@ -359,7 +328,7 @@ int status_main(int argc, char **argv)
         /* Resolved here, not inside fl_open_readonly, because it is shown. */
         int err = fl_default_region_path(path, sizeof path);
         if (err) {
-            fprintf(stderr, "fencelock: %s\n", library_error(err));
+            fprintf(stderr, "fencelock: %s\n", fl__library_error(err));
             return CLI_EXIT_REGION;
         }
     }

@@ -17,14 +17,20 @@
 #ifndef FL_TOOL_STATUS_H
 #define FL_TOOL_STATUS_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
+#include "clocks.h"
+#include "duration.h"
 #include "fencelock.h"
+#include "info_fields.h"
 #include "keytext.h"
+#include "op_name.h"
 #include "status_unreg.h"
+#include "usage.h"
 
 /* ---- the snapshot (status_snapshot.c) ---------------------------------------- */
 
@@ -57,7 +63,7 @@ struct skipped {
 uint32_t skipped_total(const uint32_t *by_reason);
 
 struct snapshot {
-    char path[4096];
+    char path[PATH_MAX];
     fl_region_info region;
     bool supervisor_alive;
     fl_client_info *clients;
@@ -89,9 +95,7 @@ const fl_lock_info *find_lock(const struct snapshot *s, const char *key);
 /* Keep only the records fenced by key. */
 void keep_records_of(struct snapshot *s, const char *key);
 
-/* The last library error in one line; "fencelock: WHAT: out of memory"
- * on stderr and CLI_EXIT_RUNTIME. */
-const char *library_error(int err);
+/* "fencelock: WHAT: out of memory" on stderr and CLI_EXIT_RUNTIME. */
 int out_of_memory(const char *what);
 
 /* ---- columns (status_columns.c) ------------------------------------------- */
@@ -108,26 +112,75 @@ struct col_value {
     };
 };
 
+static inline struct col_value col_u64(uint64_t u)
+{
+    return (struct col_value){.type = COL_U64, .u = u};
+}
+static inline struct col_value col_i64(int64_t i)
+{
+    return (struct col_value){.type = COL_I64, .i = i};
+}
+static inline struct col_value col_bool(bool b)
+{
+    return (struct col_value){.type = COL_BOOL, .b = b};
+}
+static inline struct col_value col_str(const char *s)
+{
+    return (struct col_value){.type = COL_STR, .s = s};
+}
+
+/* The value of field f of a row x in each format of info_fields.h. */
+#define VALUE_NUM(x, f) col_u64((x)->f)
+#define VALUE_FLAG(x, f) col_bool((x)->f != 0)
+#define VALUE_TEXT(x, f) col_str((x)->f)
+#define VALUE_TEXT_OR_NULL(x, f) col_str((x)->f[0] ? (x)->f : NULL)
+#define VALUE_LOCK_STATE(x, f) col_str(lock_state_name((x)->f))
+#define VALUE_RUN_STATE(x, f) col_str(last_run_name(x))
+#define VALUE_OP(x, f) col_str(fl__op_name((x)->f))
+#define VALUE_RELEASE(x, f) col_str(last_release_name(x))
+#define VALUE_ATTACHED(x, f) col_str((x)->f ? "attached" : "adopted")
+#define VALUE_LEFT(x, f) col_i64((x)->f)
+#define VALUE_NUM_HELD VALUE_NUM /* the NUM_* differ in tables only (column_text) */
+#define VALUE_NUM_HOLDER VALUE_NUM
+#define VALUE_NUM_STALE VALUE_NUM
+#define VALUE_NUM_REJECTED VALUE_NUM
+
 enum {
-    COL_DEFAULT = 1 << 0, /* shown without -o */
-    COL_RIGHT = 1 << 1,   /* numbers align right, text left */
+    COL_DEFAULT = FL_INFO_DEFAULT, /* shown without -o */
 };
 
 /*
- * One column of a table, defined once: its name (for -o and the header), its
- * member in --json (NULL: none), what it means (for --help and
- * --list-columns), and how to get it from a row: value() as JSON types it,
- * text() for people (NULL: value() as text: numbers in decimal, booleans as
- * yes/no, strings escaped, a NULL string as -).
+ * One column of a table: its name (for -o and the header), its member in
+ * --json (NULL: none), what it means (for --help and --list-columns), and
+ * how to get it from a row.  The columns of the status tables are made from
+ * the lists of info_fields.h: value() as JSON types it, shown in a table as
+ * its format says (column_text).  The watch view adds columns of its own,
+ * which have text() only.
  */
 struct status_column {
     const char *name;
     const char *json;
     unsigned flags;
     const char *help;
+    enum fl_info_format format;
     void (*value)(const void *row, struct col_value *v);
     void (*text)(const void *row, char *buf, size_t cap);
 };
+
+/* The columns of each table, in the order of info_fields.h, and their
+ * indexes (LOCK_COL_waiters, RECORD_COL_commits, ...). */
+#define COL_ID_CLIENT(field, ...) CLIENT_COL_##field,
+#define COL_ID_LOCK(field, ...) LOCK_COL_##field,
+#define COL_ID_RECORD(field, ...) RECORD_COL_##field,
+enum { FL_CLIENT_INFO_FIELDS(COL_ID_CLIENT) N_CLIENT_COLUMNS };
+enum { FL_LOCK_INFO_FIELDS(COL_ID_LOCK) N_LOCK_COLUMNS };
+enum { FL_RECORD_INFO_FIELDS(COL_ID_RECORD) N_RECORD_COLUMNS };
+#undef COL_ID_CLIENT
+#undef COL_ID_LOCK
+#undef COL_ID_RECORD
+extern const struct status_column client_columns[N_CLIENT_COLUMNS];
+extern const struct status_column lock_columns[N_LOCK_COLUMNS];
+extern const struct status_column record_columns[N_RECORD_COLUMNS];
 
 /* A table: its title, its columns in the order --json writes them, and the
  * size of its rows. */
@@ -161,8 +214,11 @@ int columns_parse(struct column_choice choice[N_TABLES], const char *arg, char *
 /* The columns of every table with what they mean (--help, --list-columns). */
 void columns_describe(FILE *f);
 
-/* The text of a cell: col's text() or its value() as text. */
+/* The text of a cell: col's text(), or its value() as its format shows it
+ * in a table. */
 void column_text(const struct status_column *col, const void *row, char *buf, size_t cap);
+/* Whether a column aligns right: numbers do, words and text do not. */
+bool column_right(const struct status_column *col);
 
 /* ---- formatting for people (status_columns.c) ----------------------------- */
 
@@ -171,23 +227,21 @@ void column_text(const struct status_column *col, const void *row, char *buf, si
 /* Room for any table cell. */
 #define CELL_MAX (ESCAPED_MAX + 8)
 
-void format_duration(uint64_t ns, char *buf, size_t cap);
 void format_size(uint64_t bytes, char *buf, size_t cap);
 void format_local_time(uint64_t unix_ns, char *buf, size_t cap);
 void format_utc_time(uint64_t unix_ns, char *buf, size_t cap);
-uint64_t wall_clock_ns(void);
 const char *lock_state_name(int state);
-const char *op_name(uint32_t op);
 const char *last_release_name(const fl_lock_info *l);
+const char *last_run_name(const fl_region_info *g);
 void lock_left_text(const fl_lock_info *l, char *buf, size_t cap);
 
 /* ---- the views ------------------------------------------------------------ */
 
-/* Draw rows (n of them, the table's row_size apart) with the columns ids
- * (indexes into t->cols) through libsmartcols, under a header line, each
- * line indented by two blanks.  Returns 0 or -ENOMEM. */
-int print_columns(FILE *f, const struct status_table *t, const int *ids, size_t nids,
-                  const void *rows, size_t n);
+/* Draw rows (n of them, row_size apart) with the columns cols through
+ * libsmartcols, under a header line, each line indented by two blanks.
+ * Returns 0 or -ENOMEM. */
+int print_columns(FILE *f, const struct status_column *const *cols, size_t ncols,
+                  const void *rows, size_t row_size, size_t n);
 
 /* status_text.c: the region block, then each table with the columns chosen. */
 int print_text(FILE *f, const struct snapshot *s, const struct column_choice choice[N_TABLES]);

@@ -1,17 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * status_columns.c - the columns of `fencelock status`, each defined once.
+ * status_columns.c - the columns of `fencelock status`, made from the lists
+ * of src/common/info_fields.h.
  *
  * As util-linux's lslocks keeps one infos[] array, every field shown for a
- * client, a lock or a record is one entry below: its -o name (also the
- * table's header), its --json member, what it means (--help and
- * --list-columns print it), whether it is shown by default, and how to get
- * its value from a row.  The tables (status_text.c, through libsmartcols)
- * and the JSON document (status_json.c) are both drawn from these entries,
- * in their order, so a new field of fencelock.h is one line here.
+ * client, a lock or a record is one entry of those lists: its -o name (also
+ * the table's header), its --json member, what it means (--help and
+ * --list-columns print it), whether it is shown by default, and its format,
+ * which says how its value reads and shows.  The tables (status_text.c,
+ * through libsmartcols), the JSON document (status_json.c) and the watch
+ * view (status_watch.c) are all drawn from the columns below, in their
+ * order, so a new field of fencelock.h is one entry in info_fields.h.
  *
- * Also here: how values are written for people (durations, sizes, times,
- * keys as escaped bytes), shared by every view.
+ * Also here: how values are written for people (sizes, times, keys as
+ * escaped bytes; durations by src/common/duration.c), shared by every view.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -22,46 +24,6 @@
 #include "status.h"
 
 /* ---- values for people ------------------------------------------------------ */
-
-/* Drop trailing zeros of a decimal fraction: "1.50" -> "1.5", "2.00" -> "2". */
-static void trim_fraction(char *s)
-{
-    char *dot = strchr(s, '.');
-    if (!dot)
-        return;
-    char *end = s + strlen(s);
-    while (end > dot + 1 && end[-1] == '0')
-        end--;
-    if (end == dot + 1)
-        end = dot;
-    *end = '\0';
-}
-
-/* A duration in the largest fitting unit, truncated (never overstated):
- * 850us, 300ms, 1.25s, 4m05s, 2h03m, 3d04h. */
-void format_duration(uint64_t ns, char *buf, size_t cap)
-{
-    const uint64_t us = 1000, ms = 1000 * us, s = 1000 * ms, min = 60 * s, h = 60 * min,
-                   d = 24 * h;
-    if (ns < us) {
-        snprintf(buf, cap, "<1us");
-    } else if (ns < ms) {
-        snprintf(buf, cap, "%" PRIu64 "us", ns / us);
-    } else if (ns < s) {
-        snprintf(buf, cap, "%" PRIu64 "ms", ns / ms);
-    } else if (ns < min) {
-        char num[32];
-        snprintf(num, sizeof num, "%" PRIu64 ".%02" PRIu64, ns / s, ns % s / (10 * ms));
-        trim_fraction(num);
-        snprintf(buf, cap, "%ss", num);
-    } else if (ns < h) {
-        snprintf(buf, cap, "%" PRIu64 "m%02" PRIu64 "s", ns / min, ns % min / s);
-    } else if (ns < d) {
-        snprintf(buf, cap, "%" PRIu64 "h%02" PRIu64 "m", ns / h, ns % h / min);
-    } else {
-        snprintf(buf, cap, "%" PRIu64 "d%02" PRIu64 "h", ns / d, ns % d / h);
-    }
-}
 
 void format_size(uint64_t bytes, char *buf, size_t cap)
 {
@@ -79,17 +41,10 @@ void format_size(uint64_t bytes, char *buf, size_t cap)
     snprintf(buf, cap, "%.1f %s (%" PRIu64 " bytes)", v, units[u], bytes);
 }
 
-uint64_t wall_clock_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts); /* compared with the creation time, display only */
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* A wall-clock time in nanoseconds, for people: local time with its zone. */
 void format_local_time(uint64_t unix_ns, char *buf, size_t cap)
 {
-    time_t t = (time_t)(unix_ns / 1000000000ull);
+    time_t t = (time_t)(unix_ns / CLI_NS_PER_S);
     struct tm tm;
     if (!localtime_r(&t, &tm) || strftime(buf, cap, "%Y-%m-%d %H:%M:%S %Z", &tm) == 0)
         snprintf(buf, cap, "?");
@@ -98,7 +53,7 @@ void format_local_time(uint64_t unix_ns, char *buf, size_t cap)
 /* The same for programs: RFC 3339 in UTC. */
 void format_utc_time(uint64_t unix_ns, char *buf, size_t cap)
 {
-    time_t t = (time_t)(unix_ns / 1000000000ull);
+    time_t t = (time_t)(unix_ns / CLI_NS_PER_S);
     struct tm tm;
     if (!gmtime_r(&t, &tm) || strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
         snprintf(buf, cap, "?");
@@ -111,18 +66,6 @@ const char *lock_state_name(int state)
     case FL_LOCK_HELD: return "held";
     case FL_LOCK_EXPIRED: return "expired";
     default: return "unknown";
-    }
-}
-
-/* The operation named by the inspection structures, or NULL for none. */
-const char *op_name(uint32_t op)
-{
-    switch (op) {
-    case FL_OP_COMMIT: return "commit";
-    case FL_OP_STRICT_COMMIT: return "strict_commit";
-    case FL_OP_RENEW: return "renew";
-    case FL_OP_RELEASE: return "release";
-    default: return NULL;
     }
 }
 
@@ -145,13 +88,60 @@ void lock_left_text(const fl_lock_info *l, char *buf, size_t cap)
     else if (l->state == FL_LOCK_EXPIRED || l->lease_left_ns <= 0)
         snprintf(buf, cap, "expired");
     else
-        format_duration((uint64_t)l->lease_left_ns, buf, cap);
+        cli_format_duration((uint64_t)l->lease_left_ns, CLI_DURATION_BRIEF, buf, cap);
+}
+
+/* The name of run_state as the JSON document gives it: with `served`, the
+ * state of a run that has not ended cleanly tells running from died. */
+const char *last_run_name(const fl_region_info *g)
+{
+    switch (g->run_state) {
+    case FL_RUN_CLEAN: return "clean_shutdown";
+    case FL_RUN_STARTED: return g->served ? "running" : "unclean_shutdown";
+    default: return "never_served";
+    }
+}
+
+/* Whether a number of this format means nothing yet in row, where a table
+ * shows - (JSON keeps the number). */
+static bool shows_dash(enum fl_info_format format, const void *row)
+{
+    const fl_lock_info *l = row;    /* the NUM_* of locks */
+    const fl_record_info *c = row;  /* and of records */
+    switch (format) {
+    case FL_INFO_NUM_HELD: return l->state == FL_LOCK_FREE;
+    case FL_INFO_NUM_HOLDER: return l->state == FL_LOCK_FREE || l->holder_client == 0;
+    case FL_INFO_NUM_STALE: return !fl__op_name(l->last_stale_op);
+    case FL_INFO_NUM_REJECTED: return c->rejections == 0;
+    default: return false;
+    }
+}
+
+bool column_right(const struct status_column *col)
+{
+    switch (col->format) {
+    case FL_INFO_NUM:
+    case FL_INFO_LEFT:
+    case FL_INFO_NUM_HELD:
+    case FL_INFO_NUM_HOLDER:
+    case FL_INFO_NUM_STALE:
+    case FL_INFO_NUM_REJECTED: return true;
+    default: return false; /* words and text */
+    }
 }
 
 void column_text(const struct status_column *col, const void *row, char *buf, size_t cap)
 {
     if (col->text) {
         col->text(row, buf, cap);
+        return;
+    }
+    if (col->format == FL_INFO_LEFT) {
+        lock_left_text(row, buf, cap);
+        return;
+    }
+    if (shows_dash(col->format, row)) {
+        snprintf(buf, cap, "-");
         return;
     }
     struct col_value v;
@@ -171,213 +161,48 @@ void column_text(const struct status_column *col, const void *row, char *buf, si
 
 /* ---- the columns -------------------------------------------------------------- */
 
-/* value() of one field of a row of type: a number, a boolean or a string. */
-#define U64_VALUE(fn, T, field)                                                        \
-    static void fn(const void *row, struct col_value *v)                                  \
-    {                                                                                     \
-        v->type = COL_U64;                                                                \
-        v->u = (uint64_t)((const T *)row)->field;                                      \
+/* value() of every field, as its format reads it (VALUE_* in status.h). */
+#define VALUE_FUNCTION(T, table, field, format)                                                \
+    static void table##_value_##field(const void *row, struct col_value *v)                   \
+    {                                                                                         \
+        *v = VALUE_##format((const T *)row, field);                                           \
     }
-#define BOOL_VALUE(fn, T, field)                                                       \
-    static void fn(const void *row, struct col_value *v)                                  \
-    {                                                                                     \
-        v->type = COL_BOOL;                                                               \
-        v->b = ((const T *)row)->field != 0;                                           \
-    }
-#define STR_VALUE(fn, T, expr)                                                         \
-    static void fn(const void *row, struct col_value *v)                                  \
-    {                                                                                     \
-        const T *x = row;                                                              \
-        v->type = COL_STR;                                                                \
-        v->s = (expr);                                                                    \
-    }
-/* text() of a number that is - when cond holds for the row x. */
-#define DASH_TEXT(fn, T, field, cond)                                                  \
-    static void fn(const void *row, char *buf, size_t cap)                                \
-    {                                                                                     \
-        const T *x = row;                                                              \
-        if (cond)                                                                         \
-            snprintf(buf, cap, "-");                                                      \
-        else                                                                              \
-            snprintf(buf, cap, "%" PRIu64, (uint64_t)x->field);                           \
-    }
+#define CLIENT_VALUE(field, format, ...) VALUE_FUNCTION(fl_client_info, client, field, format)
+#define LOCK_VALUE(field, format, ...) VALUE_FUNCTION(fl_lock_info, lock, field, format)
+#define RECORD_VALUE(field, format, ...) VALUE_FUNCTION(fl_record_info, record, field, format)
+FL_CLIENT_INFO_FIELDS(CLIENT_VALUE)
+FL_LOCK_INFO_FIELDS(LOCK_VALUE)
+FL_RECORD_INFO_FIELDS(RECORD_VALUE)
 
-#define R COL_RIGHT
-#define D COL_DEFAULT
+/* The column of a list entry (its metric is not the tables' business). */
+#define COLUMN(table, field, format, column, json, flags, help)                                \
+    {column, json, flags, help, FL_INFO_##format, table##_value_##field, NULL},
+#define CLIENT_COLUMN(field, format, column, json, flags, help, ...)                            \
+    COLUMN(client, field, format, column, json, flags, help)
+#define LOCK_COLUMN(field, format, column, json, flags, help, ...)                              \
+    COLUMN(lock, field, format, column, json, flags, help)
+#define RECORD_COLUMN(field, format, column, json, flags, help, ...)                            \
+    COLUMN(record, field, format, column, json, flags, help)
 
-U64_VALUE(client_index, fl_client_info, index)
-U64_VALUE(client_id, fl_client_info, client_id)
-U64_VALUE(client_pid, fl_client_info, pid)
-U64_VALUE(client_uid, fl_client_info, uid)
-STR_VALUE(client_state, fl_client_info, x->attached ? "attached" : "adopted")
-
-static const struct status_column client_columns[] = {
-    {"INDEX", "index", D | R, "client table index (what the locks table shows as CLIENT)",
-     client_index, NULL},
-    {"CLIENT-ID", "client_id", D | R, "client id, unique for the life of the region", client_id,
-     NULL},
-    {"PID", "pid", D | R, "the client's process id", client_pid, NULL},
-    {"UID", "uid", D | R, "the client's user id", client_uid, NULL},
-    {"STATE", "state", D,
-     "attached (connected to the running supervisor) or adopted (registered before a "
-     "supervisor restart, watched by pid)",
-     client_state, NULL},
+const struct status_column client_columns[N_CLIENT_COLUMNS] = {
+    FL_CLIENT_INFO_FIELDS(CLIENT_COLUMN)
 };
-
-STR_VALUE(lock_key, fl_lock_info, x->key)
-STR_VALUE(lock_state, fl_lock_info, lock_state_name(x->state))
-U64_VALUE(lock_token, fl_lock_info, token)
-U64_VALUE(lock_pid, fl_lock_info, holder_pid)
-DASH_TEXT(lock_pid_text, fl_lock_info, holder_pid, x->state == FL_LOCK_FREE)
-U64_VALUE(lock_client, fl_lock_info, holder_client)
-DASH_TEXT(lock_client_text, fl_lock_info, holder_client,
-          x->state == FL_LOCK_FREE || x->holder_client == 0)
-U64_VALUE(lock_client_id, fl_lock_info, holder_client_id)
-DASH_TEXT(lock_client_id_text, fl_lock_info, holder_client_id,
-          x->state == FL_LOCK_FREE || x->holder_client == 0)
-static void lock_left(const void *row, struct col_value *v)
-{
-    v->type = COL_I64;
-    v->i = ((const fl_lock_info *)row)->lease_left_ns;
-}
-static void lock_left_cell(const void *row, char *buf, size_t cap)
-{
-    lock_left_text(row, buf, cap);
-}
-U64_VALUE(lock_waiters, fl_lock_info, waiters)
-U64_VALUE(lock_acquisitions, fl_lock_info, acquisitions)
-U64_VALUE(lock_contended, fl_lock_info, contended)
-U64_VALUE(lock_takeovers, fl_lock_info, expiries_taken)
-U64_VALUE(lock_deaths, fl_lock_info, deaths)
-U64_VALUE(lock_renewals, fl_lock_info, renewals)
-U64_VALUE(lock_renew_failed, fl_lock_info, renew_failed)
-U64_VALUE(lock_releases, fl_lock_info, releases)
-U64_VALUE(lock_release_failed, fl_lock_info, release_failed)
-U64_VALUE(lock_busy, fl_lock_info, busy)
-U64_VALUE(lock_timeouts, fl_lock_info, timeouts)
-STR_VALUE(lock_last, fl_lock_info, last_release_name(x))
-U64_VALUE(lock_stale_token, fl_lock_info, last_stale_token)
-DASH_TEXT(lock_stale_token_text, fl_lock_info, last_stale_token, !op_name(x->last_stale_op))
-U64_VALUE(lock_stale_pid, fl_lock_info, last_stale_pid)
-DASH_TEXT(lock_stale_pid_text, fl_lock_info, last_stale_pid, !op_name(x->last_stale_op))
-STR_VALUE(lock_stale_op, fl_lock_info, op_name(x->last_stale_op))
-
-/* In the order of the JSON members; the default columns keep the order the
- * table has always had. */
-static const struct status_column lock_columns[] = {
-    {"KEY", "key", D,
-     "the key; bytes outside printable ASCII are shown as \\xNN and a backslash as \\\\",
-     lock_key, NULL},
-    {"STATE", "state", D,
-     "free; held (by an unexpired lease); expired (the lease ended while held: the next "
-     "acquire takes it over with a new token)",
-     lock_state, NULL},
-    {"TOKEN", "token", D | R, "latest fencing token handed out for the key (0: never)",
-     lock_token, NULL},
-    {"PID", "holder_pid", D | R,
-     "holder's process id, - when free (JSON: the latest holder's, also after a release)",
-     lock_pid, lock_pid_text},
-    {"CLIENT", "holder_client", D | R,
-     "holder's client index; - when free or when the holder is not registered (then its "
-     "death is detected only by lease expiry)",
-     lock_client, lock_client_text},
-    {"CLIENT-ID", "holder_client_id", R, "holder's client id, - like CLIENT", lock_client_id,
-     lock_client_id_text},
-    {"LEFT", "lease_left_ns", D | R,
-     "lease time left (300ms, 1.25s, 4m05s); expired once past its deadline; - when free "
-     "(JSON: nanoseconds, negative once expired, 0 when free)",
-     lock_left, lock_left_cell},
-    {"WAITERS", "waiters", D | R, "processes waiting for the key now", lock_waiters, NULL},
-    {"ACQUIRED", "acquisitions", D | R, "successful acquisitions", lock_acquisitions, NULL},
-    {"CONTENDED", "contended", D | R, "acquisitions that found the key held", lock_contended,
-     NULL},
-    {"TAKEOVERS", "expiries_taken", D | R, "acquisitions that took an expired lease over",
-     lock_takeovers, NULL},
-    {"DEATHS", "deaths", D | R, "holdings released by fencelockd because the holder died",
-     lock_deaths, NULL},
-    {"RENEWALS", "renewals", D | R, "successful lease renewals", lock_renewals, NULL},
-    {"RENEW-STALE", "renew_failed", R, "renewals refused as stale", lock_renew_failed, NULL},
-    {"RELEASES", "releases", R, "successful releases", lock_releases, NULL},
-    {"RELEASE-STALE", "release_failed", R, "releases refused as stale", lock_release_failed,
-     NULL},
-    {"BUSY", "busy", R, "tries without waiting (timeout 0) that found the key held (EBUSY)",
-     lock_busy, NULL},
-    {"TIMEOUTS", "timeouts", R, "waits that ended with the key still held (ETIMEDOUT)", lock_timeouts, NULL},
-    {"LAST", "last_release", D,
-     "how the last holding ended: released; died (released by fencelockd); voided (a lease "
-     "of an earlier boot); - while held or if never held",
-     lock_last, NULL},
-    {"STALE-TOKEN", "last_stale_token", R,
-     "token of the last renewal or release refused as stale, - if none", lock_stale_token,
-     lock_stale_token_text},
-    {"STALE-PID", "last_stale_pid", R, "process that made it, - if none", lock_stale_pid,
-     lock_stale_pid_text},
-    {"STALE-OP", "last_stale_op", 0, "renew or release, - if none", lock_stale_op, NULL},
+const struct status_column lock_columns[N_LOCK_COLUMNS] = {FL_LOCK_INFO_FIELDS(LOCK_COLUMN)};
+const struct status_column record_columns[N_RECORD_COLUMNS] = {
+    FL_RECORD_INFO_FIELDS(RECORD_COLUMN)
 };
-
-STR_VALUE(record_name, fl_record_info, x->name)
-STR_VALUE(record_key, fl_record_info, x->bound_key[0] ? x->bound_key : NULL)
-U64_VALUE(record_token, fl_record_info, accepted_token)
-U64_VALUE(record_version, fl_record_info, version)
-U64_VALUE(record_size, fl_record_info, size)
-U64_VALUE(record_commits, fl_record_info, commits)
-U64_VALUE(record_rejections, fl_record_info, rejections)
-U64_VALUE(record_rej_token, fl_record_info, last_rejected_token)
-DASH_TEXT(record_rej_token_text, fl_record_info, last_rejected_token, x->rejections == 0)
-U64_VALUE(record_rej_pid, fl_record_info, last_rejected_pid)
-DASH_TEXT(record_rej_pid_text, fl_record_info, last_rejected_pid, x->rejections == 0)
-U64_VALUE(record_rej_accepted, fl_record_info, last_rejected_accepted)
-DASH_TEXT(record_rej_accepted_text, fl_record_info, last_rejected_accepted, x->rejections == 0)
-STR_VALUE(record_rej_op, fl_record_info, op_name(x->last_rejected_op))
-U64_VALUE(record_repeats, fl_record_info, repeats)
-BOOL_VALUE(record_unvouched, fl_record_info, unvouched)
-
-static const struct status_column record_columns[] = {
-    {"NAME", "name", D, "record name, escaped like keys", record_name, NULL},
-    {"KEY", "bound_key", D, "the lock key that fences it (- if never bound)", record_key,
-     NULL},
-    {"TOKEN", "accepted_token", D | R, "greatest fencing token the record accepted (0: none)",
-     record_token, NULL},
-    {"VERSION", "version", D | R, "version of the current value (accepted commits)",
-     record_version, NULL},
-    {"SIZE", "size", D | R, "bytes in the current value", record_size, NULL},
-    {"COMMITS", "commits", D | R, "commits accepted", record_commits, NULL},
-    {"REJECTED", "rejections", D | R, "commits rejected for a stale token", record_rejections,
-     NULL},
-    {"REJ-TOKEN", "last_rejected_token", D | R, "token of the last rejected commit, - if none",
-     record_rej_token, record_rej_token_text},
-    {"REJ-PID", "last_rejected_pid", D | R,
-     "process that made the last rejected commit, - if none", record_rej_pid,
-     record_rej_pid_text},
-    {"REJ-ACCEPTED", "last_rejected_accepted", R,
-     "the token the record had accepted when it rejected that commit, - if none",
-     record_rej_accepted, record_rej_accepted_text},
-    {"REJ-OP", "last_rejected_op", 0, "commit or strict_commit, - if none", record_rej_op,
-     NULL},
-    {"REPEATS", "repeats", R,
-     "rejections of a token among the record's last 4 rejected tokens (a client retrying "
-     "a stale token instead of acquiring again)",
-     record_repeats, NULL},
-    {"UNVOUCHED", "unvouched", 0,
-     "yes if fencelockd could not vouch for the value at its start: reads fail (EBADMSG) "
-     "until the next commit",
-     record_unvouched, NULL},
-};
-
-#undef R
-#undef D
 
 const struct status_table status_tables[N_TABLES] = {
-    [TABLE_CLIENTS] = {"Clients", "clients", client_columns, N_OF(client_columns),
+    [TABLE_CLIENTS] = {"Clients", "clients", client_columns, N_CLIENT_COLUMNS,
                        sizeof(fl_client_info)},
-    [TABLE_LOCKS] = {"Locks", "locks", lock_columns, N_OF(lock_columns), sizeof(fl_lock_info)},
-    [TABLE_RECORDS] = {"Records", "records", record_columns, N_OF(record_columns),
+    [TABLE_LOCKS] = {"Locks", "locks", lock_columns, N_LOCK_COLUMNS, sizeof(fl_lock_info)},
+    [TABLE_RECORDS] = {"Records", "records", record_columns, N_RECORD_COLUMNS,
                        sizeof(fl_record_info)},
 };
 
-_Static_assert(N_OF(client_columns) <= STATUS_MAX_COLUMNS, "too many columns");
-_Static_assert(N_OF(lock_columns) <= STATUS_MAX_COLUMNS, "too many columns");
-_Static_assert(N_OF(record_columns) <= STATUS_MAX_COLUMNS, "too many columns");
+_Static_assert(N_CLIENT_COLUMNS <= STATUS_MAX_COLUMNS, "too many columns");
+_Static_assert(N_LOCK_COLUMNS <= STATUS_MAX_COLUMNS, "too many columns");
+_Static_assert(N_RECORD_COLUMNS <= STATUS_MAX_COLUMNS, "too many columns");
 
 /* ---- choosing columns (-o) --------------------------------------------------- */
 
@@ -461,8 +286,14 @@ int columns_parse(struct column_choice choice[N_TABLES], const char *arg, char *
     return 0;
 }
 
-/* Write text wrapped at 78 columns, its lines indented by indent blanks;
- * col is where the cursor is on the first line. */
+/* The column descriptions of --help and --list-columns: wrapped to the
+ * width of the rest of the help, each starting two blanks after the longest
+ * name (" *RELEASE-STALE"). */
+#define HELP_WIDTH 78
+#define HELP_INDENT 17
+
+/* Write text wrapped at HELP_WIDTH columns, its lines indented by indent
+ * blanks; col is where the cursor is on the first line. */
 static void wrap(FILE *f, const char *text, int indent, int col)
 {
     if (col >= indent) {
@@ -473,7 +304,7 @@ static void wrap(FILE *f, const char *text, int indent, int col)
     col = indent;
     for (const char *p = text; *p;) {
         int len = (int)strcspn(p, " ");
-        if (col > indent && col + 1 + len > 78) {
+        if (col > indent && col + 1 + len > HELP_WIDTH) {
             fprintf(f, "\n%*s", indent, "");
             col = indent;
         } else if (col > indent) {
@@ -498,7 +329,7 @@ void columns_describe(FILE *f)
         for (size_t c = 0; c < tb->ncols; c++) {
             const struct status_column *col = &tb->cols[c];
             int n = fprintf(f, " %c%s", col->flags & COL_DEFAULT ? '*' : ' ', col->name);
-            wrap(f, col->help, 17, n);
+            wrap(f, col->help, HELP_INDENT, n);
         }
     }
 }

@@ -2,15 +2,16 @@
 /*
  * status_json.c - `fencelock status --json`: one document for programs.
  *
- * The members of clients, locks and records are the columns of
- * status_columns.c, every one of them, in its order, named by its json and
- * typed by its value(): each field is listed once for the tables and the
- * document alike.  libsmartcols could write JSON from the same table, but
- * not this document, whose shape scripts depend on: it writes one
- * {"TABLE": [...]} object per table (no "time", "region" or "skipped"
- * beside them), passes bytes above 0x7f through where we promise \u00NN
- * escapes that decode as Latin-1 to the key's bytes, and cannot write a
- * nested object.  So the document is written here, from the columns.
+ * The members of region, clients, locks and records are the entries of
+ * src/common/info_fields.h, every one of them, in their order, named by
+ * their json and typed by their format: each field is listed once for the
+ * tables, the document and the metrics alike.  libsmartcols could write
+ * JSON from the same table, but not this document, whose shape scripts
+ * depend on: it writes one {"TABLE": [...]} object per table (no "time",
+ * "region" or "skipped" beside them), passes bytes above 0x7f through where
+ * we promise \u00NN escapes that decode as Latin-1 to the key's bytes, and
+ * cannot write a nested object.  So the document is written here, from the
+ * columns.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -69,42 +70,51 @@ static void j_str(struct jobject *j, const char *key, const char *v)
 
 static void j_end(struct jobject *j) { fputc('}', j->f); }
 
+/* A member of the JSON type of v. */
+static void j_value(struct jobject *j, const char *key, struct col_value v)
+{
+    switch (v.type) {
+    case COL_U64: j_u64(j, key, v.u); break;
+    case COL_I64: j_i64(j, key, v.i); break;
+    case COL_BOOL: j_bool(j, key, v.b); break;
+    case COL_STR: j_str(j, key, v.s); break;
+    }
+}
+
+/* The members of "region" that are no field of fl_region_info (V entries
+ * of FL_REGION_INFO_FIELDS, at the place the list gives them). */
+static void view_path(struct jobject *j, const char *key, const struct snapshot *s)
+{
+    j_str(j, key, s->path);
+}
+
+static void view_clients_used(struct jobject *j, const char *key, const struct snapshot *s)
+{
+    j_u64(j, key, s->n_clients);
+}
+
+static void view_token_epoch_shift(struct jobject *j, const char *key, const struct snapshot *s)
+{
+    (void)s;
+    j_u64(j, key, FL_TOKEN_EPOCH_SHIFT);
+}
+
+static void view_created(struct jobject *j, const char *key, const struct snapshot *s)
+{
+    char created[64];
+    format_utc_time(s->region.created_unix_ns, created, sizeof created);
+    j_str(j, key, created);
+}
+
 void json_region(FILE *f, const struct snapshot *s)
 {
     const fl_region_info *g = &s->region;
-    char created[64];
-    format_utc_time(g->created_unix_ns, created, sizeof created);
     struct jobject j = j_begin(f);
-    j_str(&j, "path", s->path);
-    j_u64(&j, "format_version", g->format_version);
-    j_u64(&j, "file_size", g->file_size);
-    j_u64(&j, "lock_capacity", g->lock_capacity);
-    j_u64(&j, "locks_used", g->locks_used);
-    j_u64(&j, "record_capacity", g->record_capacity);
-    j_u64(&j, "records_used", g->records_used);
-    j_u64(&j, "record_size", g->record_size);
-    j_u64(&j, "buffer_count", g->buffer_count);
-    j_u64(&j, "client_capacity", g->client_capacity);
-    j_u64(&j, "clients_used", s->n_clients);
-    j_u64(&j, "token_floor", g->token_floor);
-    j_u64(&j, "epoch", g->epoch);
-    j_u64(&j, "token_epoch_shift", FL_TOKEN_EPOCH_SHIFT);
-    j_u64(&j, "supervisor_pid", g->supervisor_pid);
-    j_bool(&j, "supervisor_alive", s->supervisor_alive);
-    j_str(&j, "last_run", g->run_state == 2   ? "clean_shutdown"
-                          : g->run_state == 1 ? (s->supervisor_alive ? "running"
-                                                                     : "unclean_shutdown")
-                                              : "never_served");
-    j_u64(&j, "started_unix_ns", g->started_unix_ns);
-    j_u64(&j, "clean_unix_ns", g->clean_unix_ns);
-    j_str(&j, "boot_id", g->boot_id);
-    j_bool(&j, "same_boot", g->same_boot != 0);
-    j_bool(&j, "ready", g->ready != 0);
-    j_u64(&j, "records_unvouched", g->records_unvouched);
-    j_u64(&j, "clients_refused", g->clients_refused);
-    j_u64(&j, "created_unix_ns", g->created_unix_ns);
-    j_str(&j, "created", created);
-    j_u64(&j, "events_dropped", g->events_dropped);
+#define REGION_MEMBER(field, format, json, ...) j_value(&j, json, VALUE_##format(g, field));
+#define REGION_VIEW(name) view_##name(&j, #name, s);
+    FL_REGION_INFO_FIELDS(REGION_MEMBER, REGION_VIEW)
+#undef REGION_MEMBER
+#undef REGION_VIEW
     j_end(&j);
 }
 
@@ -117,12 +127,7 @@ void json_row(FILE *f, const struct status_table *t, const void *row)
             continue;
         struct col_value v;
         col->value(row, &v);
-        switch (v.type) {
-        case COL_U64: j_u64(&j, col->json, v.u); break;
-        case COL_I64: j_i64(&j, col->json, v.i); break;
-        case COL_BOOL: j_bool(&j, col->json, v.b); break;
-        case COL_STR: j_str(&j, col->json, v.s); break;
-        }
+        j_value(&j, col->json, v);
     }
     j_end(&j);
 }

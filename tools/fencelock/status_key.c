@@ -52,7 +52,7 @@ static void print_key_detail(FILE *f, const struct snapshot *s, const fl_lock_in
     fprintf(f, "  " FIELD "%" PRIu64 "\n", "Releases refused:", l->release_failed);
     fprintf(f, "  " FIELD "%" PRIu64 "\n", "Busy tries:", l->busy);
     fprintf(f, "  " FIELD "%" PRIu64 "\n", "Timed out:", l->timeouts);
-    const char *op = op_name(l->last_stale_op);
+    const char *op = fl__op_name(l->last_stale_op);
     if (op)
         fprintf(f, "  " FIELD "%s of token %" PRIu64 " by pid %" PRIu32 "\n", "Last stale:", op,
                 l->last_stale_token, l->last_stale_pid);
@@ -75,7 +75,7 @@ static void print_key_detail(FILE *f, const struct snapshot *s, const fl_lock_in
         fprintf(f, "    " FIELD "%" PRIu64 "\n", "Commits:", c->commits);
         fprintf(f, "    " FIELD "%" PRIu64 "\n", "Rejections:", c->rejections);
         fprintf(f, "    " FIELD "%" PRIu64 "\n", "Repeats:", c->repeats);
-        op = op_name(c->last_rejected_op);
+        op = fl__op_name(c->last_rejected_op);
         if (c->rejections && op)
             fprintf(f,
                     "    " FIELD "%s of token %" PRIu64 " by pid %" PRIu32

@@ -64,13 +64,6 @@ void free_snapshot(struct snapshot *s)
     memset(&s->skipped, 0, sizeof s->skipped);
 }
 
-/* The last library error in one line: the detail if there is one. */
-const char *library_error(int err)
-{
-    const char *detail = fl_last_error();
-    return detail[0] ? detail : fl_strerror(err);
-}
-
 int out_of_memory(const char *what)
 {
     fprintf(stderr, "fencelock: %s: out of memory\n", what);
@@ -79,7 +72,7 @@ int out_of_memory(const char *what)
 
 static int fail_runtime(const char *what, int err)
 {
-    fprintf(stderr, "fencelock: %s: %s\n", what, library_error(err));
+    fprintf(stderr, "fencelock: %s: %s\n", what, fl__library_error(err));
     return CLI_EXIT_RUNTIME;
 }
 
@@ -150,9 +143,8 @@ static int open_region(const char *path, fl_region **r)
 {
     int err = fl_open_readonly(path, r);
     if (err) {
-        fprintf(stderr, "fencelock: %s\n", library_error(err));
-        return err == -ENOMEM || err == -EMFILE || err == -ENFILE ? CLI_EXIT_RUNTIME
-                                                                   : CLI_EXIT_REGION;
+        fprintf(stderr, "fencelock: %s\n", fl__library_error(err));
+        return cli_open_status(err);
     }
     return CLI_EXIT_OK;
 }

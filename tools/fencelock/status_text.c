@@ -17,8 +17,8 @@
 
 #include "status.h"
 
-int print_columns(FILE *f, const struct status_table *t, const int *ids, size_t nids,
-                  const void *rows, size_t n)
+int print_columns(FILE *f, const struct status_column *const *cols, size_t ncols,
+                  const void *rows, size_t row_size, size_t n)
 {
     struct libscols_table *tb = scols_new_table();
     if (!tb)
@@ -30,21 +30,20 @@ int print_columns(FILE *f, const struct status_table *t, const int *ids, size_t 
     scols_table_set_termforce(tb, SCOLS_TERMFORCE_NEVER);
     if (scols_table_set_column_separator(tb, "  ") != 0)
         err = -ENOMEM;
-    for (size_t c = 0; c < nids && !err; c++) {
-        const struct status_column *col = &t->cols[ids[c]];
-        if (!scols_table_new_column(tb, col->name, 0, col->flags & COL_RIGHT ? SCOLS_FL_RIGHT : 0))
+    for (size_t c = 0; c < ncols && !err; c++)
+        if (!scols_table_new_column(tb, cols[c]->name, 0,
+                                    column_right(cols[c]) ? SCOLS_FL_RIGHT : 0))
             err = -ENOMEM;
-    }
     char cell[CELL_MAX];
     for (size_t r = 0; r < n && !err; r++) {
-        const void *row = (const char *)rows + r * t->row_size;
+        const void *row = (const char *)rows + r * row_size;
         struct libscols_line *ln = scols_table_new_line(tb, NULL);
         if (!ln) {
             err = -ENOMEM;
             break;
         }
-        for (size_t c = 0; c < nids && !err; c++) {
-            column_text(&t->cols[ids[c]], row, cell, sizeof cell);
+        for (size_t c = 0; c < ncols && !err; c++) {
+            column_text(cols[c], row, cell, sizeof cell);
             if (scols_line_set_data(ln, c, cell) != 0)
                 err = -ENOMEM;
         }
@@ -79,9 +78,9 @@ static void print_region(FILE *f, const struct snapshot *s)
     fprintf(f, "  Format:       version %" PRIu32 ", %s\n", g->format_version, buf);
 
     format_local_time(g->created_unix_ns, when, sizeof when);
-    uint64_t now = wall_clock_ns();
+    uint64_t now = fl__wall_clock_ns();
     if (now >= g->created_unix_ns) {
-        format_duration(now - g->created_unix_ns, buf, sizeof buf);
+        cli_format_duration(now - g->created_unix_ns, CLI_DURATION_BRIEF, buf, sizeof buf);
         fprintf(f, "  Created:      %s (%s ago)\n", when, buf);
     } else {
         fprintf(f, "  Created:      %s\n", when); /* the wall clock was set back */
@@ -92,7 +91,7 @@ static void print_region(FILE *f, const struct snapshot *s)
                          : "an earlier boot: its leases are void until fencelockd adopts it");
     if (s->supervisor_alive)
         fprintf(f, "  Supervisor:   pid %" PRIu32 ", running\n", g->supervisor_pid);
-    else if (g->run_state == 0)
+    else if (g->run_state == FL_RUN_NEVER)
         fprintf(f, "  Supervisor:   none has served this region\n");
     else
         fprintf(f,
@@ -105,8 +104,9 @@ static void print_region(FILE *f, const struct snapshot *s)
     if (g->clean_unix_ns) {
         format_local_time(g->clean_unix_ns, when, sizeof when);
         fprintf(f, "  Clean stop:   %s%s\n", when,
-                g->run_state == 2 ? "" : " (the run since then has not stopped cleanly)");
-    } else if (g->run_state != 0) {
+                g->run_state == FL_RUN_CLEAN ? ""
+                                             : " (the run since then has not stopped cleanly)");
+    } else if (g->run_state != FL_RUN_NEVER) {
         fprintf(f, "  Clean stop:   never\n");
     }
     fprintf(f, "  Ready:        %s\n",
@@ -159,7 +159,10 @@ static int print_section(FILE *f, const struct status_table *t,
         fputs("  (none)\n", f);
         return 0;
     }
-    return print_columns(f, t, choice->ids, choice->n, rows, n);
+    const struct status_column *cols[STATUS_MAX_COLUMNS];
+    for (size_t c = 0; c < choice->n; c++)
+        cols[c] = &t->cols[choice->ids[c]];
+    return print_columns(f, cols, choice->n, rows, t->row_size, n);
 }
 
 int print_text(FILE *f, const struct snapshot *s, const struct column_choice choice[N_TABLES])

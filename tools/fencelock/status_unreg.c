@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "duration.h"
 #include "json.h"
 #include "status_unreg.h"
 
@@ -42,7 +43,7 @@ const char *unreg_reason_text(int reason)
 
 static void format_time(uint64_t unix_ns, char *buf, size_t cap)
 {
-    time_t t = (time_t)(unix_ns / 1000000000ull);
+    time_t t = (time_t)(unix_ns / CLI_NS_PER_S);
     struct tm tm;
     if (!unix_ns || !localtime_r(&t, &tm) || !strftime(buf, cap, "%Y-%m-%d %H:%M:%S", &tm))
         snprintf(buf, cap, "-");

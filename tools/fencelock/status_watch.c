@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,9 +26,15 @@
 
 /* Longest key or name shown on a terminal; longer ones end in "...". */
 #define WATCH_NAME_MAX 48
+/* The size of a terminal that does not say its own (TIOCGWINSZ). */
+#define TERMINAL_ROWS 24
+#define TERMINAL_COLS 80
 
+/* A row of the keys table.  The lock comes first, so that the columns of
+ * the locks table (status_columns.c) read a key_row as the fl_lock_info it
+ * starts with; the record_row likewise. */
 struct key_row {
-    const fl_lock_info *l;
+    fl_lock_info l;
     char key[ESCAPED_MAX]; /* as shown */
     uint64_t commits;      /* over the records the key fences */
     uint64_t rejected;     /* their rejections, plus renewals and releases refused */
@@ -37,11 +44,14 @@ struct key_row {
 };
 
 struct record_row {
-    const fl_record_info *c;
+    fl_record_info c;
     char name[ESCAPED_MAX], key[ESCAPED_MAX];
     bool have_rate;
     double commit, rej, rep;
 };
+
+_Static_assert(offsetof(struct key_row, l) == 0, "a key_row is read as its lock");
+_Static_assert(offsetof(struct record_row, c) == 0, "a record_row is read as its record");
 
 /* Counters of the previous refresh, by slot, to take rates from. */
 struct key_count {
@@ -72,13 +82,6 @@ struct watch {
     double acq, commit, rej, take; /* per second over the keys shown */
 };
 
-static uint64_t monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* A key or name as the watch view shows it: escaped, cut on a terminal. */
 static void watch_name(const char *s, char *out, size_t cap, bool cut)
 {
@@ -98,7 +101,7 @@ static int by_activity_key(const void *a, const void *b)
     double ax = x->acq + x->commit + x->rej, ay = y->acq + y->commit + y->rej;
     if (ax != ay)
         return ax > ay ? -1 : 1;
-    return strcmp(x->l->key, y->l->key);
+    return strcmp(x->l.key, y->l.key);
 }
 
 static int by_activity_record(const void *a, const void *b)
@@ -107,19 +110,19 @@ static int by_activity_record(const void *a, const void *b)
     double ax = x->commit + x->rej, ay = y->commit + y->rej;
     if (ax != ay)
         return ax > ay ? -1 : 1;
-    return strcmp(x->c->name, y->c->name);
+    return strcmp(x->c.name, y->c.name);
 }
 
 static int by_key_name(const void *a, const void *b)
 {
     const struct key_row *const *x = a, *const *y = b;
-    return strcmp((*x)->l->key, (*y)->l->key);
+    return strcmp((*x)->l.key, (*y)->l.key);
 }
 
 static int find_key_name(const void *key, const void *elem)
 {
     const struct key_row *const *row = elem;
-    return strcmp(key, (*row)->l->key);
+    return strcmp(key, (*row)->l.key);
 }
 
 /* Add each record's counters to the row of the key that fences it. */
@@ -159,8 +162,8 @@ static int watch_refresh(struct watch *w, fl_region *r, bool *truncated)
     int rc = guarded_read(r, w->path, s, truncated);
     if (rc != CLI_EXIT_OK)
         return rc;
-    uint64_t now = monotonic_ns();
-    w->unix_ns = wall_clock_ns();
+    uint64_t now = fl__monotonic_clock_ns();
+    w->unix_ns = fl__wall_clock_ns();
     filter_prefix(s, w->prefix);
 
     free(w->keys);
@@ -176,9 +179,9 @@ static int watch_refresh(struct watch *w, fl_region *r, bool *truncated)
     }
     for (size_t i = 0; i < s->n_locks; i++) {
         struct key_row *k = &w->keys[i];
-        k->l = &s->locks[i];
-        k->rejected = k->l->renew_failed + k->l->release_failed;
-        watch_name(k->l->key, k->key, sizeof k->key, w->tty);
+        k->l = s->locks[i];
+        k->rejected = k->l.renew_failed + k->l.release_failed;
+        watch_name(k->l.key, k->key, sizeof k->key, w->tty);
     }
     rc = add_record_counts(w);
     if (rc != CLI_EXIT_OK) {
@@ -186,14 +189,15 @@ static int watch_refresh(struct watch *w, fl_region *r, bool *truncated)
         free(rcnt);
         return rc;
     }
-    double dt = w->have_prev && now > w->prev_ns ? (double)(now - w->prev_ns) / 1e9 : 0;
+    double dt =
+        w->have_prev && now > w->prev_ns ? (double)(now - w->prev_ns) / CLI_NS_PER_S : 0;
     w->have_total = dt > 0;
     w->acq = w->commit = w->rej = w->take = 0;
     for (size_t i = 0; i < s->n_locks; i++) {
         struct key_row *k = &w->keys[i];
         uint32_t slot = s->lock_slots[i];
-        struct key_count cur = {true, k->l->acquisitions, k->commits, k->rejected,
-                                k->l->expiries_taken};
+        struct key_count cur = {true, k->l.acquisitions, k->commits, k->rejected,
+                                k->l.expiries_taken};
         if (slot < s->region.locks_used)
             kc[slot] = cur;
         if (dt > 0) {
@@ -214,14 +218,14 @@ static int watch_refresh(struct watch *w, fl_region *r, bool *truncated)
     }
     for (size_t i = 0; i < s->n_records; i++) {
         struct record_row *c = &w->recs[i];
-        c->c = &s->records[i];
-        watch_name(c->c->name, c->name, sizeof c->name, w->tty);
-        if (c->c->bound_key[0])
-            watch_name(c->c->bound_key, c->key, sizeof c->key, w->tty);
+        c->c = s->records[i];
+        watch_name(c->c.name, c->name, sizeof c->name, w->tty);
+        if (c->c.bound_key[0])
+            watch_name(c->c.bound_key, c->key, sizeof c->key, w->tty);
         else
             snprintf(c->key, sizeof c->key, "-");
         uint32_t slot = s->record_slots[i];
-        struct record_count cur = {true, c->c->commits, c->c->rejections, c->c->repeats};
+        struct record_count cur = {true, c->c.commits, c->c.rejections, c->c.repeats};
         if (slot < s->region.records_used)
             rcnt[slot] = cur;
         if (dt > 0) {
@@ -255,8 +259,10 @@ static void rate_cell(bool have, double v, char *buf, size_t cap)
         snprintf(buf, cap, "-");
 }
 
-/* The watch view's columns: text only (its --json is the document of
- * status_json.c), drawn by print_columns() like the other tables. */
+/* The watch view's columns: those of the locks and records tables for what
+ * a key or a record holds (status_columns.c), and its own, text only, for
+ * the shown names, the rates and the sums over a key's records.  Its --json
+ * is the document of status_json.c. */
 #define RATE_TEXT(fn, type, field)                                                        \
     static void fn(const void *row, char *buf, size_t cap)                                \
     {                                                                                     \
@@ -273,55 +279,52 @@ static void wk_key(const void *row, char *buf, size_t cap)
 {
     snprintf(buf, cap, "%s", ((const struct key_row *)row)->key);
 }
-static void wk_state(const void *row, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s", lock_state_name(((const struct key_row *)row)->l->state));
-}
 RATE_TEXT(wk_acq_rate, struct key_row, acq)
 RATE_TEXT(wk_commit_rate, struct key_row, commit)
 RATE_TEXT(wk_rej_rate, struct key_row, rej)
 RATE_TEXT(wk_take_rate, struct key_row, take)
-NUMBER_TEXT(wk_waiters, struct key_row, l->waiters)
-static void wk_left(const void *row, char *buf, size_t cap)
-{
-    lock_left_text(((const struct key_row *)row)->l, buf, cap);
-}
-NUMBER_TEXT(wk_pid, struct key_row, l->holder_pid)
-static void wk_pid_text(const void *row, char *buf, size_t cap)
-{
-    const struct key_row *k = row;
-    if (k->l->state == FL_LOCK_FREE)
-        snprintf(buf, cap, "-");
-    else
-        wk_pid(row, buf, cap);
-}
-NUMBER_TEXT(wk_token, struct key_row, l->token)
-NUMBER_TEXT(wk_acquired, struct key_row, l->acquisitions)
 NUMBER_TEXT(wk_commits, struct key_row, commits)
 NUMBER_TEXT(wk_rejected, struct key_row, rejected)
 NUMBER_TEXT(wk_repeats, struct key_row, repeats)
-NUMBER_TEXT(wk_takeovers, struct key_row, l->expiries_taken)
 
-#define R COL_RIGHT
-static const struct status_column watch_key_columns[] = {
-    {"KEY", NULL, 0, "the key, escaped (cut to 48 bytes on a terminal)", NULL, wk_key},
-    {"STATE", NULL, 0, "free, held or expired", NULL, wk_state},
-    {"ACQ/S", NULL, R, "acquisitions", NULL, wk_acq_rate},
-    {"COMMIT/S", NULL, R, "commits accepted on the key's records", NULL, wk_commit_rate},
-    {"REJ/S", NULL, R,
-     "fencing rejections: commits refused on the key's records plus renewals and releases "
-     "refused as stale",
-     NULL, wk_rej_rate},
-    {"TAKEOVER/S", NULL, R, "expired leases taken over", NULL, wk_take_rate},
-    {"WAITERS", NULL, R, "processes waiting now", NULL, wk_waiters},
-    {"LEFT", NULL, R, "lease time left", NULL, wk_left},
-    {"PID", NULL, R, "holder", NULL, wk_pid_text},
-    {"TOKEN", NULL, R, "latest token", NULL, wk_token},
-    {"ACQUIRED", NULL, R, "total acquisitions", NULL, wk_acquired},
-    {"COMMITS", NULL, R, "total commits on the key's records", NULL, wk_commits},
-    {"REJECTED", NULL, R, "total rejections (the same sum as REJ/S)", NULL, wk_rejected},
-    {"REPEATS", NULL, R, "total repeats on the key's records", NULL, wk_repeats},
-    {"TAKEOVERS", NULL, R, "total takeovers", NULL, wk_takeovers},
+/* A column of the watch view's own: its header, what it holds (a number
+ * aligns right), what it means, and its text. */
+#define WATCH_COLUMN(name, format, help, text) {name, NULL, 0, help, FL_INFO_##format, NULL, text}
+
+static const struct status_column
+    wk_key_col = WATCH_COLUMN("KEY", TEXT, "the key, escaped (cut to 48 bytes on a terminal)",
+                              wk_key),
+    wk_acq_rate_col = WATCH_COLUMN("ACQ/S", NUM, "acquisitions", wk_acq_rate),
+    wk_commit_rate_col =
+        WATCH_COLUMN("COMMIT/S", NUM, "commits accepted on the key's records", wk_commit_rate),
+    wk_rej_rate_col = WATCH_COLUMN("REJ/S", NUM,
+                                   "fencing rejections: commits refused on the key's records "
+                                   "plus renewals and releases refused as stale",
+                                   wk_rej_rate),
+    wk_take_rate_col = WATCH_COLUMN("TAKEOVER/S", NUM, "expired leases taken over", wk_take_rate),
+    wk_commits_col =
+        WATCH_COLUMN("COMMITS", NUM, "total commits on the key's records", wk_commits),
+    wk_rejected_col = WATCH_COLUMN("REJECTED", NUM, "total rejections (the same sum as REJ/S)",
+                                   wk_rejected),
+    wk_repeats_col =
+        WATCH_COLUMN("REPEATS", NUM, "total repeats on the key's records", wk_repeats);
+
+static const struct status_column *const watch_key_columns[] = {
+    &wk_key_col,
+    &lock_columns[LOCK_COL_state],
+    &wk_acq_rate_col,
+    &wk_commit_rate_col,
+    &wk_rej_rate_col,
+    &wk_take_rate_col,
+    &lock_columns[LOCK_COL_waiters],
+    &lock_columns[LOCK_COL_lease_left_ns],
+    &lock_columns[LOCK_COL_holder_pid],
+    &lock_columns[LOCK_COL_token],
+    &lock_columns[LOCK_COL_acquisitions],
+    &wk_commits_col,
+    &wk_rejected_col,
+    &wk_repeats_col,
+    &lock_columns[LOCK_COL_expiries_taken],
 };
 
 static void wr_name(const void *row, char *buf, size_t cap)
@@ -335,39 +338,32 @@ static void wr_key(const void *row, char *buf, size_t cap)
 RATE_TEXT(wr_commit_rate, struct record_row, commit)
 RATE_TEXT(wr_rej_rate, struct record_row, rej)
 RATE_TEXT(wr_rep_rate, struct record_row, rep)
-NUMBER_TEXT(wr_token, struct record_row, c->accepted_token)
-NUMBER_TEXT(wr_commits, struct record_row, c->commits)
-NUMBER_TEXT(wr_rejected, struct record_row, c->rejections)
-NUMBER_TEXT(wr_repeats, struct record_row, c->repeats)
 
-static const struct status_column watch_record_columns[] = {
-    {"NAME", NULL, 0, "the record, escaped (cut on a terminal)", NULL, wr_name},
-    {"KEY", NULL, 0, "the key that fences it, - if none", NULL, wr_key},
-    {"COMMIT/S", NULL, R, "commits accepted", NULL, wr_commit_rate},
-    {"REJ/S", NULL, R, "commits rejected", NULL, wr_rej_rate},
-    {"REPEAT/S", NULL, R, "repeated rejections", NULL, wr_rep_rate},
-    {"TOKEN", NULL, R, "accepted token", NULL, wr_token},
-    {"COMMITS", NULL, R, "total commits", NULL, wr_commits},
-    {"REJECTED", NULL, R, "total rejections", NULL, wr_rejected},
-    {"REPEATS", NULL, R,
-     "rejections of a token the record had just rejected: a client retrying instead of "
-     "acquiring again",
-     NULL, wr_repeats},
+static const struct status_column
+    wr_name_col = WATCH_COLUMN("NAME", TEXT, "the record, escaped (cut on a terminal)", wr_name),
+    wr_key_col = WATCH_COLUMN("KEY", TEXT, "the key that fences it, - if none", wr_key),
+    wr_commit_rate_col = WATCH_COLUMN("COMMIT/S", NUM, "commits accepted", wr_commit_rate),
+    wr_rej_rate_col = WATCH_COLUMN("REJ/S", NUM, "commits rejected", wr_rej_rate),
+    wr_rep_rate_col = WATCH_COLUMN("REPEAT/S", NUM, "repeated rejections", wr_rep_rate);
+
+static const struct status_column *const watch_record_columns[] = {
+    &wr_name_col,
+    &wr_key_col,
+    &wr_commit_rate_col,
+    &wr_rej_rate_col,
+    &wr_rep_rate_col,
+    &record_columns[RECORD_COL_accepted_token],
+    &record_columns[RECORD_COL_commits],
+    &record_columns[RECORD_COL_rejections],
+    &record_columns[RECORD_COL_repeats],
 };
-#undef R
-
-static const struct status_table watch_keys = {"Keys", "keys", watch_key_columns,
-                                               N_OF(watch_key_columns), sizeof(struct key_row)};
-static const struct status_table watch_records = {
-    "Records", "records", watch_record_columns, N_OF(watch_record_columns),
-    sizeof(struct record_row)};
 
 /* A table of n rows showing at most room lines (0: no limit): when cut, the
  * last line says how many rows are left out. */
-static void watch_section(FILE *f, const struct status_table *t, const void *rows, size_t n,
-                          long room)
+static void watch_section(FILE *f, const char *title, const struct status_column *const *cols,
+                          size_t ncols, const void *rows, size_t row_size, size_t n, long room)
 {
-    fprintf(f, "%s\n", t->title);
+    fprintf(f, "%s\n", title);
     if (n == 0) {
         fputs("  (none)\n", f);
         return;
@@ -375,10 +371,7 @@ static void watch_section(FILE *f, const struct status_table *t, const void *row
     size_t shown = n;
     if (room > 0 && (size_t)room < n)
         shown = room > 1 ? (size_t)room - 1 : 0;
-    int ids[STATUS_MAX_COLUMNS];
-    for (size_t c = 0; c < t->ncols; c++)
-        ids[c] = (int)c;
-    if (print_columns(f, t, ids, t->ncols, rows, shown) != 0)
+    if (print_columns(f, cols, ncols, rows, row_size, shown) != 0)
         fputs("  (out of memory)\n", f);
     if (shown < n)
         fprintf(f, "  ... and %zu more\n", n - shown);
@@ -391,7 +384,7 @@ static void watch_render(FILE *f, const struct watch *w, long rows)
     const fl_region_info *g = &s->region;
     char when[64], every[32], a[32], b[32], c[32], d[32];
     format_local_time(w->unix_ns, when, sizeof when);
-    format_duration(w->interval_ns, every, sizeof every);
+    cli_format_duration(w->interval_ns, CLI_DURATION_BRIEF, every, sizeof every);
     fprintf(f, "fencelock status --watch  %s  every %s  region %s%s\n", when, every, s->path,
             w->tty ? "  (q: quit)" : "");
     if (s->supervisor_alive)
@@ -409,7 +402,7 @@ static void watch_render(FILE *f, const struct watch *w, long rows)
     rate_cell(w->have_total, w->take, d, sizeof d);
     fprintf(f, "per second: %s acquisitions  %s commits  %s rejections  %s takeovers\n", a, b,
             c, d);
-    long header = 3;
+    long header = 3; /* the lines written so far */
     uint32_t skipped_locks = skipped_total(s->skipped.locks),
              skipped_records = skipped_total(s->skipped.records);
     if (skipped_locks || skipped_records) {
@@ -431,10 +424,13 @@ static void watch_render(FILE *f, const struct watch *w, long rows)
         fprintf(f, "prefix: %s\n", p);
         header++;
     }
-    /* Blank, title and column titles for each section. */
+    /* Each of the two sections takes a blank line, its title and its column
+     * titles; the records get at least a third of what is left when the keys
+     * would not leave them that. */
+    const long section_lines = 3;
     long room_keys = 0, room_recs = 0;
     if (rows > 0) {
-        long avail = rows - header - 6;
+        long avail = rows - header - 2 * section_lines;
         long nk = (long)s->n_locks, nr = (long)s->n_records;
         if (avail < 2)
             avail = 2;
@@ -449,9 +445,11 @@ static void watch_render(FILE *f, const struct watch *w, long rows)
         }
     }
     fputc('\n', f);
-    watch_section(f, &watch_keys, w->keys, s->n_locks, room_keys);
+    watch_section(f, "Keys", watch_key_columns, N_OF(watch_key_columns), w->keys,
+                  sizeof *w->keys, s->n_locks, room_keys);
     fputc('\n', f);
-    watch_section(f, &watch_records, w->recs, s->n_records, room_recs);
+    watch_section(f, "Records", watch_record_columns, N_OF(watch_record_columns), w->recs,
+                  sizeof *w->recs, s->n_records, room_recs);
 }
 
 static void terminal_size(long *rows, long *cols)
@@ -461,8 +459,8 @@ static void terminal_size(long *rows, long *cols)
         *rows = ws.ws_row;
         *cols = ws.ws_col;
     } else {
-        *rows = 24;
-        *cols = 80;
+        *rows = TERMINAL_ROWS;
+        *cols = TERMINAL_COLS;
     }
 }
 
@@ -608,11 +606,11 @@ static int terminal_wait(struct terminal *t, const struct watch *w, uint64_t dea
             if (watch_draw(w) != 0)
                 return -1;
         }
-        uint64_t now = monotonic_ns();
+        uint64_t now = fl__monotonic_clock_ns();
         if (now >= deadline)
             return 0;
         uint64_t left = deadline - now;
-        struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
+        struct timespec ts = {(time_t)(left / CLI_NS_PER_S), (long)(left % CLI_NS_PER_S)};
         struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
         int n = ppoll(t->keys ? &p : NULL, t->keys ? 1 : 0, &ts, &t->old_mask);
         if (n <= 0)
@@ -656,7 +654,7 @@ int watch_main(const struct watch_options *o, const char *path)
     memset(&term, 0, sizeof term);
     if (w.tty)
         terminal_enter(&term);
-    uint64_t next = monotonic_ns();
+    uint64_t next = fl__monotonic_clock_ns();
     for (unsigned long frames = 0;;) {
         rc = watch_refresh(&w, r, &truncated);
         if (rc != CLI_EXIT_OK)
@@ -683,7 +681,7 @@ int watch_main(const struct watch_options *o, const char *path)
         }
         if (o->count && frames >= o->count)
             break;
-        uint64_t now = monotonic_ns();
+        uint64_t now = fl__monotonic_clock_ns();
         next += w.interval_ns;
         if (next <= now)
             next = now + w.interval_ns; /* fell behind (stopped?): no burst */
@@ -693,11 +691,11 @@ int watch_main(const struct watch_options *o, const char *path)
                 rc = q > 0 ? CLI_EXIT_OK : CLI_EXIT_RUNTIME;
                 break;
             }
-            uint64_t woke = monotonic_ns();
+            uint64_t woke = fl__monotonic_clock_ns();
             if (woke < next)
                 next = woke; /* space: refresh now */
         } else {
-            struct timespec ts = {(time_t)(next / 1000000000ull), (long)(next % 1000000000ull)};
+            struct timespec ts = {(time_t)(next / CLI_NS_PER_S), (long)(next % CLI_NS_PER_S)};
             while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
             }
         }

@@ -32,6 +32,7 @@ LEASE_EXPIRED = 0x1
 LEASE_OWNER_DIED = 0x2
 COMMIT_STRICT = 0x1
 LOCK_FREE, LOCK_HELD, LOCK_EXPIRED = 0, 1, 2
+BOOT_ID_SIZE = 40
 UNREGISTERED_MAX = 32
 
 
@@ -54,7 +55,8 @@ class FlRegionInfo(Structure):
         ("run_state", c_uint32), ("ready", c_uint32), ("started_unix_ns", c_uint64),
         ("clean_unix_ns", c_uint64), ("supervisor_pid", c_uint32), ("same_boot", c_int32),
         ("served", c_int32), ("records_unvouched", c_uint32), ("events_dropped", c_uint64),
-        ("boot_id", c_char * 40), ("clients_refused", c_uint64), ("reserved", c_uint64 * 7)]
+        ("boot_id", c_char * BOOT_ID_SIZE), ("clients_refused", c_uint64),
+        ("reserved", c_uint64 * 7)]
 
 
 class FlLockInfo(Structure):

@@ -47,3 +47,4 @@ def test_every_public_function_is_wrapped():
     assert [n for n in public if n not in _native.PROTOTYPES] == []
     assert [n for n in _native.PROTOTYPES if n not in public] == []
     assert f"#define FL_UNREGISTERED_MAX {_native.UNREGISTERED_MAX}u" in header()
+    assert f"#define FL_BOOT_ID_SIZE {_native.BOOT_ID_SIZE}\n" in header()
