@@ -383,22 +383,23 @@ static uint64_t fl__pmd_mapped(const void *base)
     FILE *f = fopen("/proc/self/smaps", "re");
     if (!f)
         return 0;
-    char line[512];
+    char line[FL__PATH_SIZE + 256]; /* a mapping's line ends with its path */
     bool ours = false;
     uint64_t kb = 0;
+    static const char *const pmd[] = {"ShmemPmdMapped:", "FilePmdMapped:"};
     while (fgets(line, sizeof line, f)) {
-        unsigned long lo, hi;
-        char dash;
-        if (sscanf(line, "%lx%c%lx ", &lo, &dash, &hi) == 3 && dash == '-') {
+        /* a mapping's first line is "lo-hi perms ...", its fields "Name: n kB" */
+        char *end;
+        unsigned long lo = strtoul(line, &end, 16);
+        if (end != line && *end == '-') {
             if (ours)
                 break; /* the next mapping */
             ours = lo == (unsigned long)(uintptr_t)base;
             continue;
         }
-        unsigned long long v;
-        if (ours && (sscanf(line, "ShmemPmdMapped: %llu kB", &v) == 1 ||
-                     sscanf(line, "FilePmdMapped: %llu kB", &v) == 1))
-            kb += v;
+        for (size_t i = 0; ours && i < sizeof pmd / sizeof pmd[0]; i++)
+            if (strncmp(line, pmd[i], strlen(pmd[i])) == 0)
+                kb += strtoull(line + strlen(pmd[i]), NULL, 10);
     }
     fclose(f);
     return kb * 1024;
