@@ -99,7 +99,8 @@ if (fexists(raw . "/q5_death_fl.dat")) {
     set title "Q5 from SIGKILL of the holder to a waiter holding the lock (CDF)"
     set logscale x
     set xlabel "µs"
-    plot raw."/q5_death_fl.dat" u ($1/1000):2 w l lw 2 t "fencelock (fencelockd, OWNER_DIED)", \
+    plot raw."/q5_death_fl.dat" u ($1/1000):2 w l lw 2 t "fencelock (life word or fencelockd, OWNER_DIED)", \
+         raw."/q5_death_fl_nosup.dat" u ($1/1000):2 w l lw 2 t "fencelock, fencelockd stopped (life word)", \
          raw."/q5_death_mutex.dat" u ($1/1000):2 w l lw 2 t "robust mutex (EOWNERDEAD)"
     unset logscale x
 }

@@ -6,6 +6,8 @@
 #   FL_BUILD_EXAMPLES  examples/ (SQLite; PostgreSQL's libpq when present)
 #   FL_BUILD_TESTS     tests/ (cmocka; drives the examples, so needs them too)
 #   FL_BUILD_BENCH     bench/ (SQLite when present, for one baseline)
+#   FL_ETCD            the etcd backend, src/etcd/ (libcurl and jansson):
+#                      FL_HAVE_ETCD says whether it is built
 # They default ON in a source checkout and OFF when fencelock is a
 # subproject (add_subdirectory, FetchContent).  An option that is ON but
 # whose dependencies are missing is turned off with one STATUS line saying
@@ -24,6 +26,7 @@ endif()
 option(FL_BUILD_TESTS "Build the test suite (needs cmocka and the examples)" ${FL_TOP_LEVEL})
 option(FL_BUILD_EXAMPLES "Build the examples (needs SQLite; libpq optional)" ${FL_TOP_LEVEL})
 option(FL_BUILD_BENCH "Build the benchmarks" ${FL_TOP_LEVEL})
+option(FL_ETCD "Build the etcd backend (needs libcurl and jansson)" ON)
 option(FL_WERROR "Treat compiler warnings as errors (the project's own test and CI builds)" OFF)
 option(FL_INSTALL "Generate the install rules (the library, programs, CMake package, .pc)" ON)
 option(FL_ASAN "Build with AddressSanitizer" OFF)
@@ -64,5 +67,22 @@ if(FL_BUILD_TESTS)
   elseif(NOT FL_BUILD_EXAMPLES)
     message(STATUS "fencelock: the tests drive the examples, which are not built: FL_BUILD_TESTS is OFF")
     set(FL_BUILD_TESTS OFF)
+  endif()
+endif()
+
+# The etcd backend: the library serves etcd:// regions when both libcurl and
+# jansson are found (Debian: libcurl4-openssl-dev, libjansson-dev); without
+# them fl_open("etcd://...") says -EPROTONOSUPPORT and the rest builds.
+set(FL_HAVE_ETCD OFF)
+if(FL_ETCD)
+  find_package(PkgConfig QUIET)
+  if(PkgConfig_FOUND AND NOT TARGET PkgConfig::FL_CURL)
+    pkg_check_modules(FL_CURL QUIET IMPORTED_TARGET libcurl)
+    pkg_check_modules(FL_JANSSON QUIET IMPORTED_TARGET jansson)
+  endif()
+  if(TARGET PkgConfig::FL_CURL AND TARGET PkgConfig::FL_JANSSON)
+    set(FL_HAVE_ETCD ON)
+  else()
+    message(STATUS "fencelock: libcurl or jansson not found (libcurl4-openssl-dev, libjansson-dev): the etcd backend is not built")
   endif()
 endif()

@@ -50,6 +50,13 @@ install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})
 # `cmake --install --prefix ANY` works without reconfiguring.
 file(RELATIVE_PATH FL_PC_TO_PREFIX
   "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+if(FL_HAVE_ETCD)
+  set(FL_PC_ETCD_REQUIRES ", jansson")
+  set(FL_PC_ETCD_LIBS " -lcurl")
+else()
+  set(FL_PC_ETCD_REQUIRES "")
+  set(FL_PC_ETCD_LIBS "")
+endif()
 configure_file(${PROJECT_SOURCE_DIR}/fencelock.pc.in fencelock.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/fencelock.pc
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -8,7 +8,7 @@ _fencelock()
     local cur=${COMP_WORDS[COMP_CWORD]}
     local prev=
     [ "$COMP_CWORD" -gt 0 ] && prev=${COMP_WORDS[COMP_CWORD-1]}
-    local commands="status metrics run commit read help"
+    local commands="status metrics run commit read etcd-epoch help"
     COMPREPLY=()
 
     if [ "$COMP_CWORD" -eq 1 ]; then
@@ -49,6 +49,9 @@ _fencelock()
     read)
         opts="--region --json -h --help"
         argopts="--region" ;;
+    etcd-epoch)
+        opts="-r --region -b --bump -a --at-least -h --help"
+        argopts="-r --region -a --at-least" ;;
     help)
         [ "$COMP_CWORD" -eq 2 ] && mapfile -t COMPREPLY < <(compgen -W "$commands" -- "$cur")
         return 0 ;;

@@ -59,7 +59,25 @@
  * fl_lease's slot and handle are the backend's own: never build or change
  * a lease by hand.
  *
- * Network backends add two errors, and only they return them from the
+ * etcd regions (docs/etcd.md): a token is epoch << FL_TOKEN_EPOCH_SHIFT |
+ * the etcd revision that created the key's lock entry, the epoch kept in
+ * the cluster (PREFIX/epoch).  After restoring an etcd snapshot, and
+ * before clients resume, run `fencelock etcd-epoch --region URI --bump`
+ * (`--at-least N` after a second restore from the same snapshot): a
+ * restore rolls revisions back.  Leases are whole seconds, rounded up,
+ * never below etcd's minimum (2 s by default); deadline_ns is taken before
+ * the request is sent, so it is never later than etcd's own.  A dead
+ * holder's lock is freed when its etcd lease ends (no supervisor sees
+ * deaths across hosts): FL_LEASE_OWNER_DIED means only that the holder's
+ * handle was closed while holding it, and fl_region_registered() is 0.
+ * Records hold up to 512 KiB.  Each request has a timeout of 2 s
+ * ($FENCELOCK_ETCD_TIMEOUT_MS, 100..60000), the endpoints are tried in
+ * turn.  On etcd, fl_client_info_get() is -ERANGE for every index and
+ * fl_unregistered_info_get() -ENOENT; an etcd URI or PREFIX that is
+ * malformed is -EINVAL from fl_open(), an endpoint that is not etcd
+ * -EPROTO, etcd's "database space exceeded" -ENOSPC.
+ *
+ * Network backends add three errors, and only they return them from the
  * calls below (a region file never does):
  *   -EHOSTUNREACH  no endpoint answered in time (refused, unreachable, or
  *                  silent past the per-request timeout); the call had no
@@ -69,17 +87,39 @@
  *                  accepted: fl_read() tells); it is never reported as a
  *                  success.  (fl_open()'s -EAGAIN, "region not ready", and
  *                  fl_keepalive_start()'s, "no thread", keep their meaning.)
+ *   -ENOTRECOVERABLE  (fl_acquire, etcd) the cluster went back in time
+ *                  under the same epoch (a snapshot restored without a bump
+ *                  of the epoch), or its epoch key is gone: no token is
+ *                  handed out until `fencelock etcd-epoch --bump`.
  * -ETIMEDOUT keeps one meaning everywhere: the key stayed held.
  *
  * CAVEATS (what fencelock does not promise)
  *
  * - A lease is not a guarantee that the holder is the only one running its
  *   critical section: only the fenced check at the resource is.
- * - Death detection needs fencelockd: without it, a dead holder's lock is
- *   freed at its lease deadline (I10).  A process that opened the region
- *   while no supervisor ran is unregistered and always falls back to leases.
- * - Waiters are woken all at once on release; with hundreds of waiters on
- *   one key that is a thundering herd (correct, not cheap).
+ * - Death detection: fencelockd frees a dead registered holder's locks
+ *   (I5).  Besides, each registered handle keeps a robust futex (its life
+ *   word, held by a thread of the library's until fl_close) that the kernel
+ *   marks when the process dies or calls execve: a waiter asleep on a key
+ *   the dead process held, or one that comes to wait later, sees that and
+ *   frees the lock itself, with or without fencelockd (FL_LEASE_OWNER_DIED
+ *   either way).  Without fencelockd, a dead holder's lock that nobody
+ *   waits for is freed at its lease deadline or by the next fl_acquire that
+ *   waits (a try, timeout_ns 0, answers -EBUSY); so is one whose waiters
+ *   went to sleep under an earlier holder of the key and were not woken
+ *   since (they learn of the death at the deadline of the lease they saw),
+ *   and every lock of a holder on a kernel without futex_waitv (Linux
+ *   5.16) or a C library other than glibc.  A process that opened the
+ *   region while no supervisor ran is unregistered and always falls back
+ *   to leases.  A registered handle costs one thread (blocked, signals
+ *   blocked, a small stack); a thread that exits while its process lives
+ *   is not a death.
+ * - A release wakes one waiter, not all.  A woken waiter stopped (SIGSTOP,
+ *   a debugger) in the instant between its wake and its look at the lock
+ *   holds that wake: the other waiters then sleep on the free lock until
+ *   the deadline of the lease they saw, the same bound as a stopped holder
+ *   (I4).  One that dies there is covered by fencelockd, which wakes every
+ *   sleeper of a key when it reaps a process.
  * - A waiter killed by SIGKILL while asleep leaves the key's waiter count
  *   one too high until the next boot: later releases of that key make one
  *   futex system call each (correctness is unaffected).
@@ -226,6 +266,8 @@ typedef struct fl_lease {
  *   -ENXIO      the supervisor serves another file at this path (the region was
  *               replaced under a running system)
  *   -ENOMEM, -EMFILE, -ENFILE  out of resources (in this process)
+ *   -EHOSTUNREACH  (etcd) no endpoint answered
+ *   -EINVAL     (etcd) a malformed URI or PREFIX (see docs/etcd.md)
  *   -EUSERS     the supervisor cannot take another client: its client table is
  *               full (fencelockd --clients), or it is out of file descriptors
  *               (raise its LimitNOFILE= / ulimit -n); fl_last_error() says which.
@@ -285,8 +327,10 @@ FL_API void fl_close(fl_region *r);
  *   -ENOSPC    the key is new and the region's lock table is full
  *   -EOVERFLOW the key's token counter is spent for the current epoch (fencelockd
  *              advances the epoch long before; without a supervisor it cannot),
- *              or the deadline does not fit (see CAVEATS)
+ *              or the deadline does not fit (see CAVEATS); on etcd, a revision
+ *              of 2^40 or more
  *   -EPROTO    the region's shared data is corrupt (fl_last_error() says where)
+ *   (network backends: -EHOSTUNREACH, -EAGAIN, -ENOTRECOVERABLE; see BACKENDS)
  */
 FL_API int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
                       fl_lease *lease);

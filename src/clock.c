@@ -89,9 +89,9 @@ int fl__read_timens_offset(int64_t *offset_ns)
             long long sec = strtoll(line + sizeof name - 1, &end, 10);
             long long nsec = strtoll(end, &end, 10);
             if (errno || sec < -(1LL << 32) || sec > (1LL << 32) || nsec < 0 ||
-                nsec >= 1000000000LL)
+                nsec >= (long long)FL__NS_PER_S)
                 break;
-            *offset_ns = sec * 1000000000LL + nsec;
+            *offset_ns = sec * (long long)FL__NS_PER_S + nsec;
             return 0;
         }
         line = next;

@@ -20,9 +20,16 @@
     X(ENOENT, "no such region, key or record")                                              \
     X(ENOSPC, "the region is full (lock table, record table or commit buffers)")            \
     X(EOVERFLOW, "token space or deadline range exhausted")                                 \
-    X(EPROTO, "the region file is corrupt or not a fencelock region")                       \
+    X(EPROTO, "the region file is corrupt or not a fencelock region (a network store: its " \
+              "answer is not what it should answer)")                                       \
     X(EPROTONOSUPPORT, "the region has a format version this build does not read")          \
-    X(EAGAIN, "the region is not ready: fencelockd has not made this boot's epoch durable") \
+    X(EAGAIN, "the region is not ready (fencelockd has not made this boot's epoch durable), " \
+              "or a network store's answer did not come: the outcome is unknown")             \
+    X(EHOSTUNREACH, "no endpoint of the network store answered in time: the call had no "  \
+                    "effect")                                                               \
+    X(ENOTRECOVERABLE, "the store went back in time (restored from a snapshot?): bump its " \
+                       "token epoch (fencelock etcd-epoch --bump)")                          \
+    X(EOPNOTSUPP, "not supported by this region's backend")                                 \
     X(ECHILD, "the handle was opened by another process (used after fork): open it again")  \
     X(EBADMSG, "the record's value could not be vouched for after an unclean stop")          \
     X(ENXIO, "the supervisor serves another file at this path")                             \

@@ -121,10 +121,25 @@
  *   from the holder (format 1 had them on the pair's line; docs/benchmarks.md
  *   measures the move).
  *
- * CLIENT ENTRY (FL__CLIENT_SIZE = 64; written only by the supervisor)
+ * CLIENT ENTRY (FL__CLIENT_SIZE = 128)
+ *   written by the supervisor only:
  *   0 u32 state (FL__CLIENT_FREE / _ATTACHED / _ADOPTED), 4 u32 pid, 8 u32 uid,
- *   12 u32 reserved, 16 u64 client_id, 24 u64 start_time (jiffies since boot,
- *   from /proc/PID/stat: tells a reused pid from the original)
+ *   16 u64 client_id, 24 u64 start_time (jiffies since boot, from
+ *   /proc/PID/stat: tells a reused pid from the original)
+ *   written by the client that occupies the entry (life.c), and by waiters:
+ *   12 u32 life_tid     the thread id with which the client's life thread
+ *                       holds the life word; 0: no life word (none started,
+ *                       closed, or not yet).  Cleared by the occupant before
+ *                       anything else, stored (release) once the word is held.
+ *   32 .. 63 reserved (0)
+ *   64 life word area (64 bytes, its own cache line): a process-shared,
+ *      robust glibc pthread_mutex_t that the client's life thread holds for
+ *      the client's life.  Its first u32 is the mutex's futex word (glibc,
+ *      x86-64 and arm64: checked at build time and when it is locked):
+ *      the holding thread's id, FUTEX_WAITERS (bit 31) set by waiters that
+ *      sleep on it, FUTEX_OWNER_DIED (bit 30, the id cleared) set by the
+ *      kernel when the life thread exits without unlocking: the process
+ *      died or called execve.  life.c says how waiters use it.
  *
  * RECORD (FL__RECORD_SIZE = 256; the commit protocol is in record.c)
  *   0   u64 cur          reference to the current value: (buffer + 1) << 40 |
@@ -169,15 +184,18 @@
 
 #define FL__MAGIC "FENCELK"
 /* Format versions: 2 moved the counters off the pair's cache line; 3 added
- * readiness (ready_boot) and the buffers' sums; 4 changed the key hash
- * (keys.c, THE KEY HASH: eight bytes at a time instead of FNV-1a byte by
- * byte), so this build would not find the keys of a format-3 index. */
-#define FL__FORMAT_VERSION 4u
+ * readiness (ready_boot) and the buffers' sums; 4 doubled the client entry
+ * for the life word (life.c); 5 changed the key hash (keys.c, THE KEY HASH:
+ * eight bytes at a time instead of FNV-1a byte by byte), so this build would
+ * not find the keys of a format-4 index. */
+#define FL__FORMAT_VERSION 5u
 #define FL__BYTE_ORDER_MARK 0x01020304u
 #define FL__HEADER_SIZE 4096u
 #define FL__SLOT_SIZE 320u
 #define FL__RECORD_SIZE 256u
-#define FL__CLIENT_SIZE 64u
+#define FL__CLIENT_SIZE 128u
+#define FL__LIFE_AREA_OFFSET 64u /* the life word area of a client entry */
+#define FL__LIFE_AREA_SIZE 64u
 #define FL__BUFFER_HDR_SIZE 64u
 #define FL__EVENT_SIZE 64u
 #define FL__EVENT_COUNT 4096u
@@ -270,10 +288,12 @@ struct fl__client {
     _Atomic uint32_t state;
     _Atomic uint32_t pid;
     _Atomic uint32_t uid;
-    uint32_t reserved0;
+    _Atomic uint32_t life_tid;
     _Atomic uint64_t client_id;
     _Atomic uint64_t start_time;
-    char pad[FL__CLIENT_SIZE - 32];
+    char reserved0[FL__LIFE_AREA_OFFSET - 32];
+    /* a pthread_mutex_t (life.c); its first u32 is the futex word */
+    alignas(64) unsigned char life[FL__LIFE_AREA_SIZE];
 };
 
 struct fl__record {
@@ -375,12 +395,15 @@ struct fl__header {
 /* Event types and operations (the ring: events.c). */
 #define FL__EV_REJECTED 1u /* a stale token refused: commit, renew or release */
 #define FL__EV_TAKEOVER 2u /* an expired lease taken over */
-#define FL__EV_ABANDONED 3u /* a lock freed by fl_close of a handle that still held it */
+#define FL__EV_ABANDONED 3u /* a lock freed by fl_close of a handle that still held it,
+                            * or (FL__EVF_DIED) by a waiter whose holder died */
 #define FL__OP_COMMIT 1u
 #define FL__OP_STRICT_COMMIT 2u
 #define FL__OP_RENEW 3u
 #define FL__OP_RELEASE 4u
 #define FL__EVF_REPEAT 1u /* the token had been rejected on this record before */
+#define FL__EVF_DIED 2u   /* FL__EV_ABANDONED: the holder died; pid is the waiter
+                           * that freed its lock (life.c) */
 
 struct fl__event {
     _Atomic uint64_t seq;
@@ -404,6 +427,8 @@ _Static_assert(offsetof(struct fl__slot, counters) == 176, "slot layout");
 _Static_assert(offsetof(struct fl__slot, key) == 24, "slot layout");
 _Static_assert(sizeof(struct fl__slot) == FL__SLOT_SIZE, "slot size");
 _Static_assert(sizeof(struct fl__client) == FL__CLIENT_SIZE, "client size");
+_Static_assert(offsetof(struct fl__client, life_tid) == 12, "client layout");
+_Static_assert(offsetof(struct fl__client, life) == FL__LIFE_AREA_OFFSET, "client layout");
 _Static_assert(offsetof(struct fl__record, bound_slot) == 8, "record layout");
 _Static_assert(offsetof(struct fl__record, last_rejected_op) == 48, "record layout");
 _Static_assert(offsetof(struct fl__record, key) == 104, "record layout");

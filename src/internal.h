@@ -99,6 +99,10 @@ struct fl_region {
      * that sees the token also sees its thread or a later one. */
     _Atomic uint32_t *held_tid;
 
+    /* The handle's life thread (life.c), NULL when it has none (an
+     * unregistered handle, or one whose life word could not be set up). */
+    struct fl__life *life;
+
     /* A backend other than shared memory: its own state (NULL for shm). */
     void *backend;
 
@@ -142,6 +146,11 @@ struct fl_cancel {
     _Atomic uint32_t cancelled;
     /* The futex word the waiter sleeps on, while it waits; NULL otherwise. */
     _Atomic(_Atomic uint32_t *) sleeping_on;
+    /* An eventfd that network waits poll (src/etcd/lock.c creates it on
+     * first use; fl_cancel_free closes it), -1 = none.  The trigger writes
+     * it after setting `cancelled` (seq_cst both sides: Dekker with the
+     * waiter, which publishes it and then reads `cancelled`). */
+    _Atomic int wake_fd;
 };
 
 /* ---- error.c ---- */
@@ -323,7 +332,45 @@ uint64_t fl__slot_token(const fl_region *r, uint32_t i);
  * deadline_ns (0: no deadline).  Returns 0 when woken or when the value had
  * changed, -ETIMEDOUT, or -EINTR. */
 int fl__futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns);
+/* Wake at most count sleepers of word (FUTEX_WAKE). */
+void fl__futex_wake(_Atomic uint32_t *word, int count);
 void fl__futex_wake_all(_Atomic uint32_t *word);
+/* Sleep while *w0 == v0 and *w1 == v1 (futex_waitv, Linux 5.16), until
+ * deadline_ns as fl__futex_wait.  0 when woken through either word or when
+ * one had changed, -ETIMEDOUT, -EINTR, or -ENOSYS (no futex_waitv here:
+ * the caller sleeps on w0 alone; fl__futex_waitv_available() says so from
+ * then on). */
+int fl__futex_wait2(_Atomic uint32_t *w0, uint32_t v0, _Atomic uint32_t *w1, uint32_t v1,
+                    uint64_t deadline_ns);
+bool fl__futex_waitv_available(void);
+
+/* ---- life.c ---- */
+/* Give a registered handle its life word: its entry's robust mutex, held
+ * by a thread of its own until fl__life_stop.  Best effort: on any failure
+ * the handle works without one (death detection by fencelockd or lease). */
+void fl__life_start(fl_region *r);
+/* fl_close: give the life word up and end the thread (after the handle's
+ * own locks are freed).  In a forked child (inherited handle) use
+ * fl__life_forget: the thread is the parent's. */
+void fl__life_stop(fl_region *r);
+void fl__life_forget(fl_region *r);
+/* A waiter's view of a holder's life word (slot.c WAITING). */
+struct fl__life_watch {
+    _Atomic uint32_t *word; /* the futex word to sleep on beside the key's */
+    uint32_t val;           /* its value, FUTEX_WAITERS set */
+};
+enum { FL__LIFE_NONE, FL__LIFE_ALIVE, FL__LIFE_DEAD };
+/* Look at the life word of client entry `owner` (the holder of a pair just
+ * read): FL__LIFE_DEAD, FL__LIFE_ALIVE with *w set up to sleep on, or
+ * FL__LIFE_NONE (no usable life word: sleep on the key's word only). */
+int fl__life_watch(fl_region *r, uint32_t owner, struct fl__life_watch *w);
+/* After a sleep on w: true if the holder has died since, in which case the
+ * news was passed on to every other sleeper of that word. */
+bool fl__life_after_sleep(const struct fl__life_watch *w);
+/* Before a waiter frees a dead holder's lock: 0 once no thread of any
+ * dying process can run another instruction of its own (membarrier), or
+ * -errno, after which life words are off in this process. */
+int fl__life_confirm(void);
 
 /* ---- client.c ---- */
 /* Register with the supervisor listening beside the region. 0; -ECONNREFUSED /

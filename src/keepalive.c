@@ -39,6 +39,7 @@ struct fl_keepalive {
     uint32_t flags;
     uint64_t lease_ns;
     _Atomic uint64_t deadline_ns; /* latest deadline the keeper obtained */
+    _Atomic uint64_t handle;      /* the lease's backend handle (etcd: a renew may move it) */
     _Atomic int lost;             /* 0, or the error that ended the lease */
     int efd;
     fl_lost_fn on_lost;
@@ -76,7 +77,8 @@ static void fl__report_loss(struct fl_keepalive *k, int err)
         fl_lease l = {.token = k->token,
                       .deadline_ns = atomic_load_explicit(&k->deadline_ns, memory_order_relaxed),
                       .slot = k->slot,
-                      .flags = k->flags};
+                      .flags = k->flags,
+                      .handle = atomic_load_explicit(&k->handle, memory_order_relaxed)};
         k->on_lost(k->arg, &l, err);
     }
     uint64_t one = 1;
@@ -104,13 +106,16 @@ static void *fl__keeper_main(void *arg)
                 fl_lease l = {.token = k->token,
                               .deadline_ns = atomic_load_explicit(&k->deadline_ns,
                                                                   memory_order_relaxed),
-                              .slot = k->slot};
+                              .slot = k->slot,
+                              .handle = atomic_load_explicit(&k->handle,
+                                                             memory_order_relaxed)};
                 int err = fl_renew(r, &l, k->lease_ns);
                 if (err) {
                     fl__report_loss(k, err);
                     continue;
                 }
                 atomic_store_explicit(&k->deadline_ns, l.deadline_ns, memory_order_relaxed);
+                atomic_store_explicit(&k->handle, l.handle, memory_order_relaxed);
                 due = fl__renew_at(k);
             }
             if (due < next)
@@ -193,6 +198,7 @@ int fl_keepalive_start(fl_region *r, const fl_lease *lease, uint64_t lease_ns, f
     k->flags = lease->flags;
     k->lease_ns = lease_ns;
     atomic_init(&k->deadline_ns, lease->deadline_ns);
+    atomic_init(&k->handle, lease->handle);
     atomic_init(&k->lost, 0);
     k->on_lost = on_lost;
     k->arg = arg;
@@ -224,6 +230,7 @@ int fl_keepalive_status(const fl_keepalive *k, fl_lease *lease)
         lease->deadline_ns = atomic_load_explicit(&k->deadline_ns, memory_order_relaxed);
         lease->slot = k->slot;
         lease->flags = k->flags;
+        lease->handle = atomic_load_explicit(&k->handle, memory_order_relaxed);
     }
     int lost = atomic_load_explicit(&k->lost, memory_order_relaxed);
     return lost ? fl__fail(lost, "the kept-alive lease was lost") : 0;

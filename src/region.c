@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "common/clocks.h"
 #include "internal.h"
 
 
@@ -113,9 +114,7 @@ int fl__region_create_shared(const char *path, const struct fl__params *p, gid_t
     int err = fl__layout(&h);
     if (err)
         return err;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts); /* display only, never for leases */
-    h.created_unix_ns = (uint64_t)ts.tv_sec * FL__NS_PER_S + (uint64_t)ts.tv_nsec;
+    h.created_unix_ns = fl__wall_clock_ns(); /* display only, never for leases */
     h.checksum = fl__checksum(&h, FL__CHECKSUMMED_BYTES);
     atomic_init(&h.token_floor, 1);
     atomic_init(&h.next_client_id, 1);

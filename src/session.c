@@ -51,6 +51,8 @@ int fl__shm_open(const char *path, bool readonly, bool named, fl_region **out)
      * connect to, a supervisor that just died) leaves the handle working
      * unregistered (I10), but never silently (I12): the region notes us for
      * `fencelock status`, and fl_last_error() says why. */
+    if (!err)
+        fl__life_start(r); /* best effort: life.c */
     if (err) {
         char why[1024];
         snprintf(why, sizeof why, "%s", fl_last_error());
@@ -89,6 +91,7 @@ void fl__shm_close(fl_region *r)
          * at the fork, and the child's copy would stay locked. */
         free((void *)r->held);
     free((void *)r->held_tid);
+        fl__life_forget(r);
         free(r);
         return;
     }
@@ -100,6 +103,9 @@ void fl__shm_close(fl_region *r)
      * the client index at once. */
     if (r->client && !r->readonly)
         fl__slots_reap_client(r, r->client, fl__note_abandoned, r);
+    /* After that reaping: the life word is given up (unlocked, not dead)
+     * only once nothing is held under our entry (life.c). */
+    fl__life_stop(r);
     /* After our own reaping: tells fencelockd this is a close, not a death
      * (its log says "closed" only then). */
     fl__client_goodbye(r);

@@ -24,6 +24,8 @@
  *   renew     held(T, owner, d > now)              ->  held(T, owner, now + lease)
  *   release   held(T, ...)                         ->  free(T, 0)
  *   reap      held(T, dead owner, ...)             ->  free(T, FREED_BY_DEATH)
+ *             (by fencelockd, or by a waiter that saw the owner's life word
+ *             die: fl__free_dead, life.c)
  *   void      held(T, ...) of an earlier boot      ->  free(T, FREED_VOID)
  *
  * WHY ONE 16-BYTE CAS.  Taking the lock, choosing the token and setting the
@@ -47,18 +49,41 @@
  *
  * WAITING (the futex word wake_seq, the count `waiters`)
  *   waiter:   seq = wake_seq; waiters++ (seq_cst); re-read the pair;
- *             still held -> futex_wait(wake_seq, seq, min(deadline, timeout))
+ *             still held -> futex_wait(wake_seq, seq, min(deadline, timeout));
+ *             waiters--; look again.  A wait that ends without the lock
+ *             (timeout, cancel) passes the wake on: lock free -> wake one.
  *   releaser: CAS the pair (a full barrier); if waiters > 0:
- *             wake_seq++; futex_wake(all)
+ *             wake_seq++; futex_wake(1)
  *   Either the waiter's re-read sees the release, or the releaser's read of
  *   `waiters` sees the waiter (both sides are full barriers: Dekker), and the
  *   bumped wake_seq makes a late futex_wait return at once: no lost wakeup.
- *   Waking all waiters, not one, is what makes I6 hold when a woken waiter
- *   dies, times out or is interrupted before it takes the lock.  A releaser
- *   killed between its CAS and its wake: fencelockd wakes the sleepers when
- *   it reaps the dead process (fl__slots_wake_sleepers).  Waiters
+ *   A release wakes one sleeper, not all (no thundering herd: with 64
+ *   processes on a key, waking all made 63 of them run, look and sleep
+ *   again at every release).  The one woken either takes the lock, whose
+ *   release wakes the next; or finds it taken by a process that came
+ *   without sleeping, whose release wakes the next; or ends its wait
+ *   without the lock and passes the wake on (fl__pass_wake_on) if the lock
+ *   is free (I6).  One woken and then killed before it took the lock:
+ *   fencelockd wakes every sleeper of every key when it reaps a process
+ *   (fl__slots_wake_sleepers, wake-all, as it wakes for a releaser killed
+ *   between its CAS and its wake); unregistered, or stopped (SIGSTOP)
+ *   between its wake and its look: it holds the one wake, and the others
+ *   sleep on the free lock until the deadline of the lease they saw (I4,
+ *   the bound of a holder stopped forever; src/slot.pml checks it, and
+ *   test_woken_waiter_stopped stops a real one there).  Why not
+ *   FUTEX_CMP_REQUEUE or PI futexes: both hand the lock to a waiter through
+ *   a 32-bit futex word that holds the owner, and ours is the 16-byte pair
+ *   whose lease expires without anybody's call; a PI futex has no deadline
+ *   for a holder that never comes back, and requeueing to the pair is not
+ *   possible.  Waiters
  *   also wake at the holder's deadline and take the expired lease over, so a
  *   stopped or dead holder delays them by its lease at most (I4).
+ *   A registered holder's death also reaches them through its life word
+ *   (life.c): a waiter reads the holder's word after its re-read of the
+ *   pair; dead -> fl__free_dead at once; alive -> it sleeps with futex_waitv
+ *   on wake_seq and that word, and after any return passes a death on to
+ *   the word's other sleepers and frees the dead holding.  Nothing above
+ *   changes: the word is one more reason to wake.
  *
  * EARLY RETURNS AROUND THE WAIT (no transition of the pair; src/slot.pml
  * lists them under "Outside the model")
@@ -91,19 +116,21 @@
  *             instruction; issue 17 found the two locked adds of an
  *             acquire+release at 2.8 ns).  A release is counted by the
  *             acquisition that follows it, when the pair that acquisition
- *             replaced is free with no FREED_* mark (a count after the release CAS would
- *             race with the next holder's); fl_lock_info_get adds the last
- *             holding's release while the key is free.  Another writer of
- *             these words exists only once this holder's lease has ended, so
- *             an update is lost only when a holder is paused (or preempted)
- *             past its deadline between its CAS and its store and another
- *             acquisition takes the key over meanwhile: these counts may be
- *             low (by one per such pause), never high.  A holder killed at
- *             that point loses its count, as it always did.
+ *             replaced is free with no FREED_* mark (a count after the
+ *             release CAS would race with the next holder's);
+ *             fl_lock_info_get adds the last holding's release while the key
+ *             is free.  Another writer of these words exists only once this
+ *             holder's lease has ended, so an update is lost only when a
+ *             holder is paused (or preempted) past its deadline between its
+ *             CAS and its store and another acquisition takes the key over
+ *             meanwhile: these counts may be low (by one per such pause),
+ *             never high.  A holder killed at that point loses its count, as
+ *             it always did.
  *   shared    busy, timeouts, renewals (threads sharing one lease may renew
- *             it at once), renew_failed, release_failed, deaths: written by
- *             processes that do not hold the key (or may not): a locked add
- *             (fl__count), exact.
+ *             it at once), renew_failed, release_failed, deaths (fencelockd's
+ *             reap, fl_close, a waiter that frees a dead holder's lock):
+ *             written by processes that do not hold the key (or may not): a
+ *             locked add (fl__count), exact.
  *
  * KEY HANDLES (fl_key_resolve, fl_acquire_key)
  *   A key handle is the key's slot index, resolved once; acquiring by it
@@ -115,6 +142,7 @@
  *   out.  Then the acquisition is fl_acquire's, step for step.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -209,14 +237,36 @@ static inline void fl__count_held(struct fl__slot *sl, enum fl__lock_counter c)
 #define FL__SLOT_KEY(sl) \
     (int)((sl)->key.len < FL_KEY_MAX ? (sl)->key.len : FL_KEY_MAX), (sl)->key.bytes
 
-static void fl__wake_waiters(struct fl__slot *sl)
+/* Wake `count` sleepers of the key (1: a release, or a waiter passing a
+ * wake on; INT_MAX: the supervisor's wakes, WAITING), if it has any. */
+static void fl__wake_sleepers(struct fl__slot *sl, int count)
 {
     /* seq_cst: the Dekker read after our pair CAS (see WAITING) */
     if (atomic_load(&sl->waiters) == 0)
         return;
     /* release: a woken waiter that sees the new seq also sees the release */
     atomic_fetch_add_explicit(&sl->wake_seq, 1, memory_order_release);
-    fl__futex_wake_all(&sl->wake_seq);
+    fl__futex_wake(&sl->wake_seq, count);
+}
+
+static void fl__wake_one(struct fl__slot *sl) { fl__wake_sleepers(sl, 1); }
+
+static void fl__wake_all(struct fl__slot *sl) { fl__wake_sleepers(sl, INT_MAX); }
+
+/* A wait that ends without the lock (timeout, cancel) may have absorbed the
+ * one wake a release sent: when the lock is free, pass it on to the next
+ * sleeper, who would otherwise sleep on a free lock until the deadline it
+ * saw (I6).  When the lock is held its holder's release wakes one.
+ * Stopped right before this: the others sleep until the deadline they saw
+ * (I4).  Killed: fencelockd wakes every sleeper of the key when it reaps us
+ * (fl__slots_wake_sleepers); unregistered, the same deadline bound. */
+static void fl__pass_wake_on(struct fl__slot *sl)
+{
+    /* seq_cst: ordered after our waiters decrement and before the read of
+     * waiters in fl__wake_sleepers; a new waiter increments waiters before
+     * it reads the pair, so either it sees the lock free or we see it */
+    if (!(atomic_load(&sl->pair.state) & FL__HELD))
+        fl__wake_one(sl);
 }
 
 /* The calling thread's id, cached: identifies the acquiring thread in
@@ -250,8 +300,12 @@ static bool fl__spin_until_changed(struct fl__slot *sl, uint64_t s)
     return false;
 }
 
+/* fl__wait_for_change found the holder of (s, l) dead (life.c). */
+#define FL__WAIT_HOLDER_DIED 1
+
 /* Sleep until the pair leaves (s, l), the holder's deadline, wait_until, or
- * cancel (may be NULL) is triggered.  Returns 0 to re-examine the pair,
+ * cancel (may be NULL) is triggered, or the holder dies (its life word,
+ * life.c).  Returns 0 to re-examine the pair, FL__WAIT_HOLDER_DIED,
  * -ETIMEDOUT or -ECANCELED. */
 static int fl__wait_for_change(fl_region *r, struct fl__slot *sl, uint64_t s, uint64_t l,
                                uint64_t wait_until, fl_cancel *cancel)
@@ -260,7 +314,7 @@ static int fl__wait_for_change(fl_region *r, struct fl__slot *sl, uint64_t s, ui
         atomic_store(&cancel->sleeping_on, &sl->wake_seq);
     /* acquire: pairs with the releaser's release increment */
     uint32_t seq = atomic_load_explicit(&sl->wake_seq, memory_order_acquire);
-    atomic_fetch_add(&sl->waiters, 1); /* seq_cst: Dekker with fl__wake_waiters */
+    atomic_fetch_add(&sl->waiters, 1); /* seq_cst: Dekker with fl__wake_sleepers */
     uint64_t s2 = atomic_load(&sl->pair.state);
     uint64_t l2 = atomic_load(&sl->pair.lease);
     int rc = 0;
@@ -270,21 +324,62 @@ static int fl__wait_for_change(fl_region *r, struct fl__slot *sl, uint64_t s, ui
         uint64_t until = fl__deadline_ns(r, l);
         if (wait_until && wait_until < until)
             until = wait_until;
-        /* The futex sleeps on the real CLOCK_MONOTONIC, the clock leases use
-         * (a test clock only drives try-acquires). */
-        rc = fl__futex_wait(&sl->wake_seq, seq, until);
-        if (rc == -EINTR)
-            rc = 0; /* re-examine; a signal handler may have run, nothing else */
-        if (rc == -ETIMEDOUT)
-            rc = (wait_until && fl__now(r) >= wait_until) ? -ETIMEDOUT : 0;
+        /* The holder's life word (life.c): dead, or to sleep on too. */
+        struct fl__life_watch lw;
+        int life = fl__life_watch(r, fl__owner(l), &lw);
+        bool died = life == FL__LIFE_DEAD;
+        if (!died) {
+            /* The futex sleeps on the real CLOCK_MONOTONIC, the clock
+             * leases use (a test clock only drives try-acquires). */
+            rc = -ENOSYS;
+            if (life == FL__LIFE_ALIVE)
+                rc = fl__futex_wait2(&sl->wake_seq, seq, lw.word, lw.val, until);
+            if (rc == -ENOSYS)
+                rc = fl__futex_wait(&sl->wake_seq, seq, until);
+            /* whatever ended the sleep: a death is passed on (life.c) */
+            if (life == FL__LIFE_ALIVE)
+                died = fl__life_after_sleep(&lw);
+            if (rc == -EINTR)
+                rc = 0; /* re-examine; a signal handler may have run, nothing else */
+            if (rc == -ETIMEDOUT)
+                rc = (wait_until && fl__now(r) >= wait_until) ? -ETIMEDOUT : 0;
+        }
+        if (died && rc == 0)
+            rc = FL__WAIT_HOLDER_DIED;
     }
     /* relaxed: the count only decides whether releasers bother to wake */
     atomic_fetch_sub_explicit(&sl->waiters, 1, memory_order_relaxed);
     if (cancel) /* relaxed: a trigger that still sees it only wakes for nothing */
         atomic_store_explicit(&cancel->sleeping_on, NULL, memory_order_relaxed);
-    if (rc == 0 && cancel && atomic_load(&cancel->cancelled))
+    if (rc >= 0 && cancel && atomic_load(&cancel->cancelled))
         rc = -ECANCELED;
     return rc;
+}
+
+/* The holder of (s, l) is dead (its life word died, life.c): free its lock
+ * as fencelockd's reap would (I5): the owner-checked CAS from the exact
+ * pair read before the life word, to free(T, FREED_BY_DEATH), and a wake of
+ * every sleeper (the dead process may have been a woken waiter too).  First
+ * make sure that no thread of the dying process still runs (life.c, the
+ * last instructions of a dying process); if that cannot be known, life
+ * words are off in this process from now on and the caller's next wait
+ * sleeps on the key alone.  A failed CAS: the pair moved on (a reap, a
+ * release, another waiter's free): the caller looks again. */
+static void fl__free_dead(fl_region *r, struct fl__slot *sl, uint32_t idx, uint64_t s,
+                          uint64_t l)
+{
+    if (fl__life_confirm() != 0)
+        return;
+    if (fl__pair_cas(&sl->pair, &s, &l, s & ~FL__HELD, FL__FREED_BY_DEATH)) {
+        fl__wake_all(sl);
+        fl__count(sl, FL__C_DEATHS);
+        /* for fencelockd's log, which would otherwise not see this death
+         * as a lock released: its reap finds nothing left to free */
+        fl__event_post(r, &(struct fl__event_data){.type = FL__EV_ABANDONED,
+                                                   .slot = idx,
+                                                   .token = s >> FL__TOKEN_SHIFT,
+                                                   .flags = FL__EVF_DIED});
+    }
 }
 
 /* The checks every acquisition makes of its arguments (fn names the public
@@ -414,6 +509,12 @@ static int fl__acquire_slot(fl_region *r, uint32_t idx, uint64_t lease_ns, int64
                         continue;
                 }
                 err = fl__wait_for_change(r, sl, s, l, wait_until, cancel);
+                if (err == FL__WAIT_HOLDER_DIED) {
+                    fl__free_dead(r, sl, idx, s, l);
+                    continue;
+                }
+                if (err)
+                    fl__pass_wake_on(sl);
                 if (err == -ECANCELED)
                     return fl__fail(err, "wait for key \"%.*s\" cancelled", FL__SLOT_KEY(sl));
                 if (err) {
@@ -496,14 +597,22 @@ int fl_cancel_new(fl_cancel **out)
     fl_cancel *c = calloc(1, sizeof *c);
     if (!c)
         return fl__fail(-ENOMEM, "out of memory");
+    atomic_init(&c->wake_fd, -1);
     *out = c;
     return 0;
 }
 
-void fl_cancel_free(fl_cancel *c) { free(c); }
+void fl_cancel_free(fl_cancel *c)
+{
+    /* relaxed: no wait and no trigger uses c any more (the contract) */
+    int fd = c ? atomic_load_explicit(&c->wake_fd, memory_order_relaxed) : -1;
+    if (fd >= 0)
+        close(fd);
+    free(c);
+}
 
-/* Async-signal-safe: atomics and one futex system call, no lock, no errno
- * left changed. */
+/* Async-signal-safe: atomics, one futex wake and one eventfd write (etcd
+ * waits), no lock, no errno left changed. */
 void fl_cancel_trigger(fl_cancel *c)
 {
     if (!c)
@@ -516,6 +625,14 @@ void fl_cancel_trigger(fl_cancel *c)
          * again: a cancel costs the key's other waiters one wakeup. */
         atomic_fetch_add_explicit(word, 1, memory_order_release);
         fl__futex_wake_all(word);
+        errno = saved;
+    }
+    int fd = atomic_load(&c->wake_fd); /* seq_cst: after the flag (struct fl_cancel) */
+    if (fd >= 0) {
+        int saved = errno;
+        uint64_t one = 1;
+        if (write(fd, &one, sizeof one) != sizeof one) { /* full counter: already readable */
+        }
         errno = saved;
     }
 }
@@ -620,7 +737,7 @@ int fl__shm_release(fl_region *r, const fl_lease *lease)
              * the sleepers when it reaps us (fl__slots_wake_sleepers).
              * Stopped here, or unregistered: they wake at the deadline they
              * saw (I4). */
-            fl__wake_waiters(sl);
+            fl__wake_one(sl);
             return 0;
         }
     }
@@ -665,8 +782,9 @@ static uint32_t fl__slots_free_where(fl_region *r, uint32_t client, bool any, ui
         while ((s & FL__HELD) && (any || fl__owner(l) == client)) {
             if (fl__pair_cas(&sl->pair, &s, &l, s & ~FL__HELD, why)) {
                 /* wake before logging: the waiters' latency (I5) should not
-                 * include a write to the log */
-                fl__wake_waiters(sl);
+                 * include a write to the log; all of them: the dead
+                 * holder may also have been a waiter holding a wake */
+                fl__wake_all(sl);
                 if (why == FL__FREED_BY_DEATH)
                     fl__count(sl, FL__C_DEATHS);
                 if (fn)
@@ -710,7 +828,7 @@ void fl__slots_wake_sleepers(fl_region *r)
     fl__keytab_locks(r, &t);
     uint32_t used = fl__keytab_used(&t);
     for (uint32_t i = 0; i < used; i++)
-        fl__wake_waiters(fl__slot_at(r, i));
+        fl__wake_all(fl__slot_at(r, i));
 }
 
 uint32_t fl__slots_reap_client(fl_region *r, uint32_t client, fl__freed_fn fn, void *ctx)

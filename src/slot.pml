@@ -27,17 +27,35 @@
  *             -ESTALE; CAS (s, l) -> (s, owner | now + lease); failed: loop
  *             with the pair the CAS handed back.
  *   release   load; loop: not held(mine): -ESTALE; CAS -> free(T, 0);
- *             failed: loop with the pair handed back; then fl__wake_waiters:
- *             load waiters; > 0: wake_seq++, futex_wake(all).
+ *             failed: loop with the pair handed back; then fl__wake_one:
+ *             load waiters; > 0: wake_seq++, futex_wake(1).
  *   check     load; read the clock; OK iff held(mine) and now < deadline.
  *   reap      fencelockd, fl__slots_reap_client for a dead client: load;
  *             while held by it: CAS -> free(T, FREED_BY_DEATH), then
- *             fl__wake_waiters; failed: loop with the pair handed back.
- *             Then fl__slots_wake_sleepers: fl__wake_waiters on the slot
- *             whether or not it was freed (one key: the model's slot).
+ *             fl__wake_all (waiters > 0: wake_seq++, futex_wake(all));
+ *             failed: loop with the pair handed back.  Then
+ *             fl__slots_wake_sleepers: fl__wake_all on the slot whether or
+ *             not it was freed (one key: the model's slot).
+ *   give up   a wait ended by the caller's timeout, after waiters--:
+ *             fl__pass_wake_on: load state; free: fl__wake_one (it may
+ *             have absorbed the one wake of a release).
  *   futex     futex_wait compares the word and queues the caller in one
  *             step; it returns when futex_wake dequeues it, at its absolute
  *             deadline, or by the caller's own timeout or a signal.
+ *   life      (-DLIFE; src/life.c) each client entry has a life word, held
+ *             by the client's life thread.  A waiter that found the pair
+ *             unchanged reads the holder's word: OWNER_DIED -> no sleep;
+ *             held -> set FUTEX_WAITERS (CAS, a failed one reads again)
+ *             and futex_waitv on wake_seq and the word (both compared and
+ *             the caller queued on both, one step); after any return it
+ *             reads the word again, and if it died wakes every sleeper of
+ *             it (the pass-on).  waiters--; then, the holder dead and the
+ *             wait not given up, fl__free_dead: membarrier, CAS (s, l) ->
+ *             free(T, FREED_BY_DEATH), fl__wake_all.  A client's fl_open
+ *             clears its entry's word (life_tid = 0, mutex initialized)
+ *             before its life thread holds it.  The kernel, at the life
+ *             thread's exit: word -> OWNER_DIED | (word & WAITERS), and
+ *             if WAITERS was set, wakes one sleeper queued on it.
  *
  * WHAT IS CHECKED (assert, unless said otherwise)
  *   I1   each successful acquire CAS issues a token greater than the last
@@ -63,6 +81,15 @@
  *        waiter sleeps forever on a free lock, when other waiters die, time
  *        out or are interrupted, or a holder dies and is reaped, at any
  *        step.  Invalid-end-state check.
+ *
+ *   LIFE (-DLIFE) the same, with the life words, and: EXCL when a waiter
+ *        frees a dead holder's lock (the holder must have stopped:
+ *        membarrier) and when the supervisor reaps at the same time (one
+ *        CAS wins); I6 without the supervisor (NO_SUPERVISOR): the news of
+ *        a holder's death, through its life word, reaches every sleeper
+ *        that slept on it, of this key and of another key the holder held
+ *        (KEY2); a reused entry whose earlier occupant died (REUSE) never
+ *        makes its new occupant look dead.
  *
  * STOPPED AT ANY STEP
  *   Every statement is one load, store, CAS or fetch-add of the C code (or
@@ -108,6 +135,24 @@
  *     notes are not modelled.  fencelockd may raise token_floor once, at
  *     any time (FLOOR); the raise shows when somebody reads it.
  *   - wake_seq and waiters are small counters (no 32-bit wrap).
+ *   - LIFE: clients are registered, owners are entry indexes 1..NC, and
+ *     every client but REUSE's client 1 has a life thread.  A death
+ *     (SIGKILL) is three steps of the killer: dying (the signal is sent),
+ *     the victim stops, the life word dies (the kernel), the last two in
+ *     either order (GAP=1: the life thread may exit while another thread
+ *     of the process still runs; a waiter's membarrier stops it, as the
+ *     real barrier makes it enter the kernel and never come back); then
+ *     fencelockd is told, unless NO_SUPERVISOR (fencelockd stopped).
+ *     KEY2 adds a second key that the victim holds from the start and
+ *     never releases, and one waiter of it; the killer must then kill the
+ *     victim.  With NO_SUPERVISOR and NOTIME the model has 2 clients: with
+ *     3, a sleeper that went to sleep under an earlier holder (a release
+ *     wakes one sleeper; the others keep sleeping on the earlier holder's
+ *     life word) sleeps on when the next holder dies, which the end-state
+ *     check reports: in C that sleep ends at the deadline of the lease it
+ *     saw (I4), the bound life.c states (WHAT IT DOES NOT COVER).  The life
+ *     word's unlock at fl_close, execve and the life thread's start-up
+ *     failures are not modelled (a failure leaves life_tid 0: REUSE).
  *
  * BUG VARIANTS: each must FAIL (ctest runs them, model_slot_bugs):
  *   BUG_SPLIT_CAS     acquire CASes the state word only, then stores the
@@ -120,8 +165,12 @@
  *                     stopped forever blocks its waiters forever (I4).
  *   BUG_WAITERS_LATE  the waiter loads the pair before waiters++ (no
  *                     Dekker): a lost wakeup (I6).
- *   BUG_WAKE_ONE      futex_wake(1): the woken waiter dies, the others
- *                     sleep on a free lock (I6).
+ *   BUG_NO_PASS_ON    a wait ended by a timeout does not pass the wake on:
+ *                     it absorbed the one wake of a release, and the other
+ *                     waiters sleep on a free lock (I6).
+ *   BUG_REAP_WAKE_NONE the supervisor frees a dead holder's lock but wakes
+ *                     nobody: with wake-one releases, a waiter woken and
+ *                     then killed takes the wake with it (I5, I6).
  *   BUG_REAP_NO_WAKE  the supervisor wakes a slot's waiters only when it
  *                     frees the slot: a releaser that dies between its
  *                     release CAS and its wake leaves them asleep on a free
@@ -131,26 +180,44 @@
  *   BUG_STALE_RETRY   a failed acquire CAS is retried with the pair it had
  *                     loaded, not a fresh one: passes the safety search,
  *                     fails the non-progress search (a livelock: --np).
+ *   With -DLIFE:
+ *   BUG_LIFE_NO_WAITERS  waiters do not set FUTEX_WAITERS before they
+ *                     sleep on a life word: the kernel wakes nobody at the
+ *                     death, and without fencelockd they sleep on (I5, I6).
+ *   BUG_LIFE_NO_PASS_ON  the sleeper the kernel woke does not wake the
+ *                     others of the life word: the waiter of the dead
+ *                     holder's other key (KEY2) sleeps on (I5, I6).
+ *   BUG_LIFE_NO_OWNER_CHECK  the waiter frees whatever holding the key has
+ *                     when it frees, not the exact pair it read: a live
+ *                     holder's lock freed (EXCL).
+ *   BUG_LIFE_NO_INIT  a new occupant does not clear its entry's life word:
+ *                     the earlier occupant's OWNER_DIED makes it look dead
+ *                     (REUSE; EXCL).
+ *   BUG_LIFE_NO_MEMBARRIER  the waiter frees without the membarrier: the
+ *                     dying holder still runs after its life word died and
+ *                     still relies on its lease (GAP; EXCL).
  */
 /* Outside the model, unchanged by it: the entry checks against a handle
  * used after fork (fl__handle_check: a guard before any step) and of a key
  * handle's tag and slot (fl_acquire_key: guards before any step; after them
  * an acquisition by key handle is fl_acquire's, step for step, on the slot
- * the handle names, so the model's acquire is both), and the
- * conversion of deadlines by a time namespace's offset (fl__deadline_ns,
- * fl__make_lease: the same arithmetic in every process, so every process
- * reads the same deadline from the same pair; the model's clock is host
- * time); the statistics counters (slot.c, COUNTERS: relaxed locked adds on
- * the paths that return, and the holder's plain load and store after its
- * acquiring CAS, which count its acquisition and the release before it;
- * no step of the protocol reads a counter); and the early returns around
- * a wait (slot.c, EARLY RETURNS): a wait on a key whose state word holds this handle's own latest token
- * returns -EDEADLK, and a cancelled wait returns -ECANCELED, both before
- * any CAS and without sleeping, so they change no pair and no count (a
- * cancelled sleeper undoes its waiters increment as a timed-out one does;
- * the trigger's bump of wake_seq is one more spurious wake, which the
- * model's waiters already tolerate). */
-/* C-VERSION: src/slot.c git-blob 86cbb533cbc550ef313bf74ae982292025a136ac */
+ * the handle names, so the model's acquire is both), and the conversion of
+ * deadlines by a time namespace's offset (fl__deadline_ns, fl__make_lease:
+ * the same arithmetic in every process, so every process reads the same
+ * deadline from the same pair; the model's clock is host time); the
+ * statistics counters (slot.c, COUNTERS: relaxed locked adds on the paths
+ * that return, and the holder's plain load and store after its acquiring
+ * CAS, which count its acquisition and the release before it; no step of
+ * the protocol reads a counter); and the early returns around a wait
+ * (slot.c, EARLY RETURNS): a wait on a key whose state word holds this
+ * handle's own latest token returns -EDEADLK, and a cancelled wait returns
+ * -ECANCELED, both before any CAS and without sleeping, so they change no
+ * pair and no count (a cancelled sleeper undoes its waiters increment as a
+ * timed-out one does; the trigger's bump of wake_seq is one more spurious
+ * wake, which the model's waiters already tolerate); and the trigger's
+ * write to the cancel's eventfd after all that, which only network (etcd)
+ * waits poll and which touches no pair and no count. */
+/* C-VERSION: src/slot.c git-blob ec751c9755e30cf0c819a60c8c1e6d4d2960ac01 */
 
 #ifndef NC
 #define NC 3
@@ -171,6 +238,10 @@
 #ifndef GIVEUPS
 #define GIVEUPS 1           /* waits that end by the caller's own timeout */
 #endif
+#ifndef CANCELS
+#define CANCELS 1           /* waits ended by fl_cancel_trigger after the
+                             * futex returned, woken or not (-ECANCELED) */
+#endif
 #ifndef INTRS
 #define INTRS 1             /* waits interrupted by a signal (EINTR) */
 #endif
@@ -183,6 +254,15 @@
 #ifndef VICTIM
 #define VICTIM 0            /* 0: any client; k: client k (clients are
                              * symmetric, so one victim covers them all) */
+#endif
+#ifndef GAP
+#define GAP 1               /* LIFE: the life thread may die while another
+                             * thread of the process still runs */
+#endif
+#ifndef REUSE
+#define REUSE 0             /* LIFE: client 1 took an entry whose earlier
+                             * occupant died (its life word says so), and
+                             * its own life thread never started */
 #endif
 
 /* the pair */
@@ -197,7 +277,12 @@ byte st = 0;          /* state word */
 byte lw = 0;          /* lease word */
 byte wake_seq = 0;    /* futex word */
 byte waiters = 0;
+#ifdef KEY2
+bool asleep[NC + 2];  /* the futex wait queues: clients on wake_seq, and
+                       * key 2's waiter (NC + 1) on wake2 */
+#else
 bool asleep[NC + 1];  /* the futex wait queue of wake_seq */
+#endif
 byte tfloor = 0;      /* header token_floor */
 byte now = 0;         /* CLOCK_MONOTONIC */
 
@@ -209,9 +294,132 @@ byte bdl[NC + 1];     /* ... until this deadline */
 bool killed[NC + 1];  /* stopped forever or dead */
 byte reap_req = 0;    /* dead client the supervisor is told about */
 byte giveups = GIVEUPS;
+byte cancels = CANCELS;
 byte intrs = INTRS;
 
 #define UNBELIEVE(x) believe[x] = false; bdl[x] = 0
+
+#ifdef LIFE
+/* Life words (src/life.c): one per client entry, a robust futex that the
+ * client's life thread holds for the client's life.  The kernel's death
+ * handling (handle_futex_death) turns a held word into OWNER_DIED, keeps
+ * FUTEX_WAITERS, and wakes one sleeper queued on it if that bit was set. */
+#define LV_LIVE    1    /* a life thread's TID: its process lives */
+#define LV_DIED    2    /* FUTEX_OWNER_DIED (the kernel cleared the TID) */
+#define LV_WAITERS 4    /* FUTEX_WAITERS */
+byte life[NC + 1];      /* each client entry's life word */
+bool dying[NC + 1];     /* SIGKILL sent: its threads stop at their next entry
+                         * to the kernel, which need not come before its
+                         * life thread's exit (GAP) */
+#ifdef KEY2
+#define NQ (NC + 1)     /* futex sleepers: the clients and key 2's waiter */
+#else
+#define NQ NC
+#endif
+byte lsleep[NQ + 1];    /* futex_waitv: the entry whose life word a sleeper
+                         * is queued on besides its key's word (0: none) */
+#ifdef KEY2
+/* A second key, held by the victim all along (it never releases it), and
+ * one waiter of it: the news of the victim's death must reach it too. */
+byte st2 = 3;                  /* held, token 1 */
+byte lw2 = VICTIM << 5;        /* owner: the victim (NOTIME: no deadline) */
+byte wake2 = 0;                /* key 2's futex word */
+#endif
+
+/* A client stops for good (SIGKILL reached every thread, or the waiter's
+ * membarrier made it reach them). */
+#define STOP(v) \
+    atomic { \
+        if \
+        :: !killed[v] -> killed[v] = true; UNBELIEVE(v) \
+        :: else -> skip \
+        fi \
+    }
+/* the kernel wakes one sleeper queued on life[h] (any of them) */
+#define LIFE_WAKE_ONE_BODY(h) \
+        if \
+        :: asleep[1] && lsleep[1] == h -> asleep[1] = false \
+        :: asleep[2] && lsleep[2] == h -> asleep[2] = false \
+        :: NQ > 2 && asleep[3] && lsleep[3] == h -> asleep[3] = false \
+        :: NQ > 3 && asleep[NQ] && lsleep[NQ] == h -> asleep[NQ] = false \
+        :: else -> skip \
+        fi
+/* futex_wake(INT_MAX) on life[h]: the news passed on */
+#define LIFE_WAKE_ALL(h) \
+    d_step { \
+        for (xj : 1 .. NQ) { \
+            if \
+            :: lsleep[xj] == h -> asleep[xj] = false \
+            :: else -> skip \
+            fi \
+        }; \
+        xj = 0 \
+    }
+/* handle_futex_death for the dying life thread of client v */
+#define LIFE_DEATH(v) \
+    atomic { \
+        if \
+        :: life[v] & LV_LIVE -> \
+           if \
+           :: life[v] & LV_WAITERS -> \
+              life[v] = LV_DIED | LV_WAITERS; \
+              LIFE_WAKE_ONE_BODY(v) \
+           :: else -> life[v] = LV_DIED \
+           fi \
+        :: else -> skip   /* no life thread: nothing to mark */ \
+        fi \
+    }
+/* fl__life_confirm: membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED).  Every
+ * thread of a process whose life word died has SIGKILL pending; the
+ * barrier's interrupt makes each one that still runs enter the kernel, and
+ * it never returns to user code: after it, the dying client takes no step. */
+#ifdef BUG_LIFE_NO_MEMBARRIER
+#define MEMBARRIER(h) skip
+#else
+#define MEMBARRIER(h) \
+    if \
+    :: dying[h] -> STOP(h) \
+    :: else -> skip \
+    fi
+#endif
+/* fl__life_watch: read the holder's life word; died: dead = true; held by
+ * a life thread: make sure FUTEX_WAITERS is set (CAS; a failed CAS reads
+ * again), lv = the value to sleep on; no life word: lv = 0 (the key's word
+ * only).  me: the sleeper's queue index. */
+#ifdef BUG_LIFE_NO_WAITERS
+#define LIFE_SET_WAITERS(h) break
+#else
+#define LIFE_SET_WAITERS(h) \
+    atomic { \
+        if \
+        :: life[h] == lv -> life[h] = lv | LV_WAITERS; lv = lv | LV_WAITERS; break \
+        :: else -> skip \
+        fi \
+    }
+#endif
+#define LIFE_WATCH(h) \
+    do \
+    :: lv = life[h]; \
+       if \
+       :: lv & LV_DIED -> dead = true; break \
+       :: !(lv & (LV_LIVE | LV_DIED)) -> lv = 0; break \
+       :: (lv & LV_LIVE) && (lv & LV_WAITERS) -> break \
+       :: else -> LIFE_SET_WAITERS(h) \
+       fi \
+    od
+/* After the sleep: a life word that died means this sleeper may hold the
+ * kernel's one wake; pass the news on to every sleeper of that word. */
+#ifdef BUG_LIFE_NO_PASS_ON
+#define LIFE_PASS_ON(h) skip
+#else
+#define LIFE_PASS_ON(h) LIFE_WAKE_ALL(h)
+#endif
+#define LIFE_AFTER_SLEEP(h) \
+    if \
+    :: lv != 0 && (life[h] & LV_DIED) -> LIFE_PASS_ON(h); dead = true \
+    :: else -> skip \
+    fi
+#endif /* LIFE */
 #define NEWDL(d) assert((d) < 32)   /* fits the deadline bits of lw */
 
 /* Lease exclusion (EXCL): me starts relying on a lease; nobody else may rely
@@ -280,10 +488,11 @@ byte intrs = INTRS;
 #define RENEW_LOST(s, l, n) ((s) != (mytok << 1 | 1) || (n) >= DL(l))
 #endif
 
-/* fl__wake_waiters: read waiters; if any, bump wake_seq and wake them all. */
-#ifdef BUG_WAKE_ONE
-/* futex_wake(1): one sleeper, any of them */
-#define FUTEX_WAKE(me) \
+/* fl__wake_sleepers: read waiters; if any, bump wake_seq and wake one
+ * (a release, a waiter passing a wake on) or all (the supervisor). */
+/* futex_wake(1): one sleeper, any of them (the kernel's order is FIFO by
+ * priority; any is the stronger check) */
+#define FUTEX_WAKE_ONE \
     atomic { \
         if \
         :: asleep[1] -> asleep[1] = false \
@@ -292,25 +501,40 @@ byte intrs = INTRS;
         :: else -> skip \
         fi \
     }
-#else
 /* futex_wake(INT_MAX): every sleeper */
-#define FUTEX_WAKE(me) \
+#define FUTEX_WAKE_ALL \
     d_step { for (xj : 1 .. NC) { asleep[xj] = false }; xj = 0 }
-#endif
-#define WAKE_WAITERS(me) \
+#define WAKE_ONE \
     if \
     :: waiters > 0 -> \
        wake_seq++; \
-       FUTEX_WAKE(me) \
+       FUTEX_WAKE_ONE \
     :: else -> skip \
     fi
+#ifdef BUG_REAP_WAKE_NONE
+#define WAKE_ALL skip
+#else
+#define WAKE_ALL \
+    if \
+    :: waiters > 0 -> \
+       wake_seq++; \
+       FUTEX_WAKE_ALL \
+    :: else -> skip \
+    fi
+#endif
 
 /* Stops one client forever, or kills it and has the supervisor reap it. */
+#ifdef KEY2
+proctype killer()   /* started by init, once the victim holds key 2 */
+#else
 active proctype killer()
+#endif
 {
-    byte v;
+    byte v, xj;
     if
+#ifndef KEY2
     :: skip
+#endif
 #if KILL
     :: if
 #if VICTIM == 0
@@ -323,23 +547,38 @@ active proctype killer()
 #ifndef NOTIME
        :: killed[v] = true            /* stopped forever, never reaped */
 #endif
+#ifdef LIFE
+       :: dying[v] = true;            /* SIGKILL sent */
+          if
+          :: skip; STOP(v); LIFE_DEATH(v)
+#if GAP
+          :: skip; LIFE_DEATH(v); STOP(v)   /* its life thread exits first */
+#endif
+          fi;
+#ifndef NO_SUPERVISOR
+          reap_req = v                /* gone: fencelockd reaps */
+#else
+          skip                        /* fencelockd is stopped */
+#endif
+#else
        :: atomic {
               killed[v] = true; UNBELIEVE(v) };
           reap_req = v                /* died: fencelockd reaps */
+#endif
        fi;
        v = 0
 #endif
     fi
 }
 
-#if GIVEUPS + INTRS > 0
+#if GIVEUPS + INTRS + CANCELS > 0
 /* A caller's timeout or a signal may end a sleep, or never come.  This
  * process decides, at any time, that no more will come: without it, the
  * mere possibility of one would hide a waiter asleep forever from the
  * invalid-end-state check. */
 active proctype no_more_interruptions()
 {
-    d_step { giveups = 0; intrs = 0 }
+    d_step { giveups = 0; intrs = 0; cancels = 0 }
 }
 #endif
 
@@ -362,7 +601,7 @@ end_idle:
            fi
        };
        if
-       :: ok -> WAKE_WAITERS(0); break
+       :: ok -> WAKE_ALL; break
        :: else -> skip
        fi
     :: else ->
@@ -371,7 +610,7 @@ end_idle:
         * client went (fl__slots_wake_sleepers), freed or not: the dead
         * client may have been a releaser killed between its release CAS
         * and its wake */
-       WAKE_WAITERS(0);
+       WAKE_ALL;
 #endif
        break
     od;
@@ -382,8 +621,34 @@ proctype client(byte me)
 {
     byte s, l, n, next, seq, until, mytok, lt, xj, hz, round;
     bool spun, gaveup, ok, pl_ok;
+#ifdef LIFE
+    byte h, lv;
+    bool dead;
+#endif
 
     {
+#ifdef LIFE
+    /* fl_open (life.c): the entry's life word becomes this occupant's
+     * before it can take anything: life_tid = 0 and the mutex initialized
+     * (a word an earlier occupant's death left OWNER_DIED is reset), then
+     * the life thread locks it and life_tid is published. */
+#ifdef KEY2
+    if
+    :: me == VICTIM -> skip       /* done before it took key 2 (init) */
+    :: else ->
+#endif
+#ifndef BUG_LIFE_NO_INIT
+    life[me] = 0;
+#endif
+    if
+    :: REUSE && me == 1 -> skip   /* its life thread never started */
+    :: else -> life[me] = LV_LIVE
+    fi
+#ifdef KEY2
+    fi
+#endif
+    ;
+#endif
     do
     :: round < ROUNDS ->
         /* ---------------- fl_acquire ---------------- */
@@ -412,6 +677,26 @@ proctype client(byte me)
                        waiters++;
 #endif
                        until = DL(l);
+#ifdef LIFE
+                       /* the holder's life word (fl__life_watch) */
+                       h = OWNER(l);
+                       LIFE_WATCH(h);
+                       if
+                       :: dead -> skip    /* no sleep: the holder is dead */
+                       :: else ->
+                       /* futex_waitv on wake_seq and, if it has one, the
+                        * holder's life word: both compared and the caller
+                        * queued on both, one step */
+                       atomic {
+                           if
+                           :: wake_seq == seq && (lv == 0 || life[h] == lv) ->
+                              asleep[me] = true;
+                              lsleep[me] = (lv != 0 -> h : 0)
+                           :: else -> skip
+                           fi;
+                           seq = 0
+                       };
+#else
                        /* futex_wait: compare and enqueue, one step */
                        atomic {
                            if
@@ -420,6 +705,7 @@ proctype client(byte me)
                            fi;
                            seq = 0
                        };
+#endif
                        if
                        :: atomic { !asleep[me] -> skip }  /* woken, or no sleep */
 #if !defined(NOTIME) && !defined(BUG_NO_DEADLINE)
@@ -434,7 +720,25 @@ proctype client(byte me)
                               asleep[me] = false; giveups--; gaveup = true }
                        :: atomic { asleep[me] && intrs > 0 ->
                               asleep[me] = false; intrs-- }
+                       fi;
+                       /* fl_cancel: the flag read after the futex returns,
+                        * by a wake (which this wait then absorbed) or not.
+                        * The trigger's own wake of the key's sleepers is
+                        * left out: it happens only while the waiter is
+                        * still published as sleeping, and without it the
+                        * check is stricter. */
+                       if
+                       :: atomic { cancels > 0 && !gaveup ->
+                              cancels--; gaveup = true }
+                       :: skip
                        fi
+#ifdef LIFE
+                       ;
+                       lsleep[me] = 0;
+                       /* after any return: a died life word is passed on */
+                       LIFE_AFTER_SLEEP(h)
+                       fi
+#endif
                     :: else
 #ifdef BUG_WAITERS_LATE
                        -> waiters++
@@ -445,9 +749,46 @@ proctype client(byte me)
                     -> waiters++
 #endif
                  fi;
-                 atomic { waiters--; seq = 0; until = 0; s = 0; l = 0 };
+#ifdef LIFE
+                 atomic { waiters--; seq = 0; until = 0 };
+                 /* the holder died (seen before or after the sleep):
+                  * fl__free_dead, unless the wait ends anyway */
                  if
-                 :: gaveup -> spun = false; break   /* -ETIMEDOUT */
+                 :: dead && !gaveup ->
+                    MEMBARRIER(h);
+                    d_step {
+                        if
+#ifdef BUG_LIFE_NO_OWNER_CHECK
+                        :: HELD(st) ->         /* whoever holds it now */
+                           st = st - 1; lw = FREED_BY_DEATH; gltok = 0; ok = true
+#else
+                        :: st == s && lw == l ->    /* the dead holding */
+                           st = s - 1; lw = FREED_BY_DEATH; gltok = 0; ok = true
+#endif
+                        :: else -> ok = false
+                        fi
+                    };
+                    if
+                    :: ok -> ok = false; WAKE_ALL
+                    :: else -> skip
+                    fi
+                 :: else -> skip
+                 fi;
+                 d_step { dead = false; h = 0; lv = 0; s = 0; l = 0 };
+#else
+                 atomic { waiters--; seq = 0; until = 0; s = 0; l = 0 };
+#endif
+                 if
+                 :: gaveup ->
+#ifndef BUG_NO_PASS_ON
+                    /* fl__pass_wake_on: this wait may have absorbed the
+                     * one wake of a release; the lock free: wake one */
+                    if
+                    :: !HELD(st) -> WAKE_ONE
+                    :: else -> skip
+                    fi;
+#endif
+                    spun = false; break   /* -ETIMEDOUT */
                  :: else -> skip
                  fi
               fi
@@ -582,7 +923,7 @@ stale_retry:  skip;
                      fi
                  };
                  if
-                 :: ok -> ok = false; WAKE_WAITERS(me); break
+                 :: ok -> ok = false; WAKE_ONE; break
                  :: else -> skip
                  fi
               od;
@@ -600,14 +941,79 @@ stale_retry:  skip;
         d_step { killed[me] ->      /* its locals no longer matter */
             s = 0; l = 0; n = 0; next = 0; seq = 0; until = 0; mytok = 0;
             lt = 0; xj = 0; hz = 0; round = 0; spun = false; gaveup = false;
-            ok = false; asleep[me] = false }
+            ok = false; asleep[me] = false
+#ifdef LIFE
+            ; h = 0; lv = 0; dead = false; lsleep[me] = 0
+#endif
+        }
     }
 }
+
+#ifdef KEY2
+/* A waiter of key 2, which the victim holds and never releases: only the
+ * news of the victim's death, through its life word, can free it
+ * (fencelockd is stopped: KEY2 goes with NO_SUPERVISOR).  The same steps
+ * as a client's wait (fl__wait_for_change, fl__free_dead); nobody else
+ * waits for key 2, so it keeps no count of waiters. */
+proctype k2waiter()
+{
+    byte s, l, h, lv, seq, xj;
+    bool dead;
+    do
+    :: atomic { s = st2; l = lw2 };
+       if
+       :: !HELD(s) -> break           /* free: it takes key 2 */
+       :: else ->
+          seq = wake2;
+          h = OWNER(l);
+          LIFE_WATCH(h);
+          if
+          :: !dead ->
+             atomic {
+                 if
+                 :: wake2 == seq && (lv == 0 || life[h] == lv) ->
+                    asleep[NC + 1] = true;
+                    lsleep[NC + 1] = (lv != 0 -> h : 0)
+                 :: else -> skip
+                 fi;
+                 seq = 0
+             };
+             atomic { !asleep[NC + 1] -> lsleep[NC + 1] = 0 };
+             LIFE_AFTER_SLEEP(h)
+          :: else -> skip
+          fi;
+          if
+          :: dead ->
+             MEMBARRIER(h);
+             d_step {
+                 if
+                 :: st2 == s && lw2 == l -> st2 = s - 1; lw2 = FREED_BY_DEATH; wake2++
+                 :: else -> skip
+                 fi
+             }
+          :: else -> skip
+          fi;
+          d_step { dead = false; h = 0; lv = 0; seq = 0 }
+       fi
+    od;
+    atomic { s = 0; l = 0 }
+}
+#endif
 
 init
 {
     byte i;
     atomic {
+#ifdef LIFE
+#if REUSE
+        life[1] = LV_DIED | LV_WAITERS;   /* left by the earlier occupant */
+#endif
+#ifdef KEY2
+        life[VICTIM] = LV_LIVE;           /* before it took key 2 */
+        run k2waiter();
+        run killer();
+#endif
+#endif
         for (i : 1 .. NC) {
             run client(i)
         }

@@ -25,7 +25,7 @@ _Static_assert(FL__SUP_RUN_NEVER == FL__RUN_NEVER && FL__SUP_RUN_RUNNING == FL__
 _Static_assert(FL__SUP_EVENT_REJECTED == FL__EV_REJECTED &&
                    FL__SUP_EVENT_TAKEOVER == FL__EV_TAKEOVER &&
                    FL__SUP_EVENT_ABANDONED == FL__EV_ABANDONED &&
-                   FL__SUP_EVENT_REPEAT == FL__EVF_REPEAT,
+                   FL__SUP_EVENT_REPEAT == FL__EVF_REPEAT && FL__SUP_EVENT_DIED == FL__EVF_DIED,
                "supervise.h names the event types of format.h");
 _Static_assert(sizeof(((struct fl__header *)0)->boot_id) == FL__BOOT_ID_SIZE,
                "a boot id buffer holds the header's field");

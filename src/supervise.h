@@ -250,6 +250,8 @@ enum fl__sup_event_type {
     FL__SUP_EVENT_ABANDONED = 3, /* a lock freed by fl_close of a handle that held it */
 };
 #define FL__SUP_EVENT_REPEAT 1u /* the token had been rejected on this record before */
+#define FL__SUP_EVENT_DIED 2u   /* ABANDONED: the holder died; pid is the waiter that
+                                   saw its life word die and freed the lock */
 struct fl__event_reader {
     uint64_t stuck_pos, stuck_since; /* start with stuck_pos = UINT64_MAX */
 };

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clocks.h"
 #include "internal.h"
 
 void fl__unreg_note(fl_region *r, int err)
@@ -40,15 +41,12 @@ void fl__unreg_note(fl_region *r, int err)
     /* release fence: a reader that sees a field below also sees seq = 0
      * (or a later seq), so it never pairs our fields with an older seq */
     atomic_thread_fence(memory_order_release);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts); /* display only */
     atomic_store_explicit(&e->pid, r->pid, memory_order_relaxed);
     atomic_store_explicit(&e->uid, (uint32_t)getuid(), memory_order_relaxed);
     atomic_store_explicit(&e->reason, (uint32_t)(err < 0 ? -err : err), memory_order_relaxed);
     atomic_store_explicit(&e->start_time, fl__process_start_time((pid_t)r->pid),
                           memory_order_relaxed);
-    atomic_store_explicit(&e->time_unix_ns,
-                          (uint64_t)ts.tv_sec * FL__NS_PER_S + (uint64_t)ts.tv_nsec,
+    atomic_store_explicit(&e->time_unix_ns, fl__wall_clock_ns() /* display only */,
                           memory_order_relaxed);
     /* release: the fields above are visible to a reader that sees seq */
     atomic_store_explicit(&e->seq, seq, memory_order_release);

@@ -60,7 +60,74 @@ int fl__futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_
     }
 }
 
-void fl__futex_wake_all(_Atomic uint32_t *word)
+#ifndef SYS_futex_waitv
+#define SYS_futex_waitv 449 /* the same number on x86-64 and arm64 (Linux 5.16) */
+#endif
+#ifndef FUTEX_32
+#define FUTEX_32 2u /* FUTEX2_SIZE_U32, in <linux/futex.h> since Linux 5.16 */
+/* struct futex_waitv, as <linux/futex.h> of Linux 5.16 has it */
+struct futex_waitv {
+    uint64_t val;
+    uint64_t uaddr;
+    uint32_t flags;
+    uint32_t __reserved;
+};
+#endif
+
+/* 1 once futex_waitv answered ENOSYS in this process (an older kernel, or a
+ * seccomp filter): callers sleep on their first word only from then on. */
+static _Atomic int fl__no_waitv;
+
+bool fl__futex_waitv_available(void)
 {
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    return !atomic_load_explicit(&fl__no_waitv, memory_order_relaxed);
 }
+
+int fl__futex_wait2(_Atomic uint32_t *w0, uint32_t v0, _Atomic uint32_t *w1, uint32_t v1,
+                    uint64_t deadline_ns)
+{
+    /* shared futexes (no FUTEX_PRIVATE_FLAG): the words are in the region */
+    struct futex_waitv wv[2] = {
+        {.val = v0, .uaddr = (uint64_t)(uintptr_t)w0, .flags = FUTEX_32},
+        {.val = v1, .uaddr = (uint64_t)(uintptr_t)w1, .flags = FUTEX_32},
+    };
+    struct timespec ts, *tsp = NULL;
+    if (deadline_ns) {
+        ts.tv_sec = (time_t)(deadline_ns / FL__NS_PER_S);
+        ts.tv_nsec = (long)(deadline_ns % FL__NS_PER_S);
+        tsp = &ts;
+    }
+    /* the timer slack of fl__futex_wait, for the same reason */
+    int slack = tsp ? prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0) : -1;
+    if (slack > FL__WAIT_SLACK_NS)
+        prctl(PR_SET_TIMERSLACK, FL__WAIT_SLACK_NS, 0, 0, 0);
+    /* An absolute CLOCK_MONOTONIC deadline, read on a time namespace's clock
+     * as FUTEX_WAIT_BITSET reads it (the kernel converts both alike). */
+    long rc = syscall(SYS_futex_waitv, wv, 2u, 0u, tsp, CLOCK_MONOTONIC);
+    int saved = errno;
+    if (slack > FL__WAIT_SLACK_NS)
+        prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
+    errno = saved;
+    if (rc >= 0)
+        return 0; /* the index of the word that woke us */
+    switch (errno) {
+    case EAGAIN: /* a word had already changed */
+        return 0;
+    case ETIMEDOUT:
+        return -ETIMEDOUT;
+    case EINTR:
+        return -EINTR;
+    case ENOSYS:
+        atomic_store_explicit(&fl__no_waitv, 1, memory_order_relaxed);
+        return -ENOSYS;
+    default: /* EFAULT/EINVAL cannot happen on a valid mapping; re-examine */
+        return 0;
+    }
+}
+
+void fl__futex_wake(_Atomic uint32_t *word, int count)
+{
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, count, NULL, NULL, 0);
+}
+
+void fl__futex_wake_all(_Atomic uint32_t *word) { fl__futex_wake(word, INT_MAX); }

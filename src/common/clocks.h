@@ -15,11 +15,14 @@
 #include <stdint.h>
 #include <time.h>
 
+/* Nanoseconds in a second (internal.h has the same definition). */
+#define FL__NS_PER_S 1000000000ull
+
 static inline uint64_t fl__clock_ns(clockid_t id)
 {
     struct timespec ts;
     clock_gettime(id, &ts); /* cannot fail for these clock ids */
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return (uint64_t)ts.tv_sec * FL__NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
 /* Nanoseconds since the Unix epoch, now (CLOCK_REALTIME). */

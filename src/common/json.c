@@ -28,12 +28,12 @@ void fl__json_string(FILE *f, const char *s)
 
 void fl__json_time(FILE *f, uint64_t unix_ns)
 {
-    time_t sec = (time_t)(unix_ns / 1000000000ull);
+    time_t sec = (time_t)(unix_ns / FL__NS_PER_S);
     struct tm tm;
     gmtime_r(&sec, &tm);
     char buf[40];
     strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-    fprintf(f, "\"%s.%06ldZ\"", buf, (long)(unix_ns % 1000000000ull / 1000));
+    fprintf(f, "\"%s.%06ldZ\"", buf, (long)(unix_ns % FL__NS_PER_S / 1000));
 }
 
 void fl__json_now(FILE *f) { fl__json_time(f, fl__wall_clock_ns()); }

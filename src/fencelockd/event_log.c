@@ -102,8 +102,13 @@ static void on_event(void *ctx, const struct fl__event_data *d)
         log_begin_at("info", "lock_released_by_death", when);
         log_str("key", key);
         log_u64("token", d->token);
-        log_u64("pid", d->pid);
-        log_str("reason", "closed");
+        if (d->flags & FL__SUP_EVENT_DIED) { /* a waiter saw the holder's life word die */
+            log_u64("freed_by_pid", d->pid);
+            log_str("reason", "died");
+        } else {
+            log_u64("pid", d->pid);
+            log_str("reason", "closed");
+        }
         log_end();
         return;
     }

@@ -26,7 +26,7 @@ expect() { # want, words...
 }
 [ "$(complete -p fencelock)" = "complete -F _fencelock fencelock" ] || { echo "not registered" >&2; fail=1; }
 
-expect "commit help metrics read run status" fencelock ""
+expect "commit etcd-epoch help metrics read run status" fencelock ""
 expect "metrics" fencelock me
 expect "--help --version -V -h" fencelock -
 expect "--help --version" fencelock --

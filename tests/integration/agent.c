@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -63,6 +64,22 @@ static void ag_answer(int out, int rc, const fl_lease *l, uint64_t t0, uint64_t 
     snprintf(buf, sizeof buf, "r %d %" PRIu64 " %" PRIu64 " %u %u %" PRIu64 " %" PRIu64, rc,
              l->token, l->deadline_ns, l->slot, l->flags, t0, t1);
     th_send(out, buf);
+}
+
+/* tacq: one fl_acquire in a thread of its own, which then exits */
+struct ag_tacq {
+    fl_region *r;
+    const char *key;
+    uint64_t lease_ns;
+    int rc;
+    fl_lease lease;
+};
+
+static void *ag_tacq_main(void *arg)
+{
+    struct ag_tacq *a = arg;
+    a->rc = fl_acquire(a->r, a->key, a->lease_ns, 0, &a->lease);
+    pthread_exit(NULL); /* the thread that holds the lock ends; the process lives */
 }
 
 static int ag_main(void *arg, int in, int out)
@@ -165,6 +182,26 @@ static int ag_main(void *arg, int in, int out)
             }
             fl_lease l = {.token = (uint64_t)(pid > 0 ? pid : 0)};
             ag_answer(out, pid > 0 ? 0 : -errno, &l, t0, th_now_ns());
+        } else if (strcmp(cmd, "tacq") == 0) {
+            /* tacq NAME KEY LEASE: sscanf put LEASE in n1 */
+            struct ag_tacq a = {.r = r, .key = a2, .lease_ns = (uint64_t)n1, .rc = -1};
+            pthread_t th;
+            if (pthread_create(&th, NULL, ag_tacq_main, &a) != 0)
+                return 9;
+            pthread_join(th, NULL);
+            t1 = th_now_ns();
+            if (a.rc == 0) {
+                struct ag_lease *e = ag_find(leases, a1, true);
+                if (!e)
+                    return 4;
+                e->lease = a.lease;
+            }
+            ag_answer(out, a.rc, &a.lease, t0, t1);
+        } else if (strcmp(cmd, "exec") == 0) {
+            /* answer first: after execve nothing of ours is left to answer */
+            ag_answer(out, 0, NULL, t0, th_now_ns());
+            execl("/bin/sleep", "sleep", "120", (char *)NULL);
+            return 10;
         } else if (strcmp(cmd, "sigs") == 0) {
             fl_lease l = {.token = (uint64_t)ag_sigusr1};
             ag_answer(out, 0, &l, t0, th_now_ns());

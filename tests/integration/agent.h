@@ -20,6 +20,10 @@
  *   spawn                        fork a child that inherits everything and just
  *                                sleeps (token: its pid; ag_track_foreign it)
  *   sigs                         token: how many SIGUSR1 the agent has caught
+ *   tacq NAME KEY LEASE          fl_acquire (no wait) in a new thread that then
+ *                                exits (pthread_exit); the process lives on
+ *   exec                         answer, then execve /bin/sleep 120 (the handle,
+ *                                its locks and its life thread are gone)
  *   close                        fl_close the handle
  *   exit                         fl_close and exit 0
  * Every answer is "r RC TOKEN DEADLINE SLOT FLAGS T_START T_END", T_* being

@@ -10,6 +10,9 @@
  * use at most a few clock ticks of CPU.
  * A timed sleep narrows the thread's timer slack (takeover lateness, I4)
  * and gives the caller back the slack it had.
+ * I6, I7: a release wakes one sleeper, not all, and the wakes chain on.
+ * I4: a woken waiter stopped before it looks holds the one wake; the other
+ * waiter gets the key by the deadline it saw.
  */
 #include <errno.h>
 #include <signal.h>
@@ -18,7 +21,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <setjmp.h>
 #include <cmocka.h>
@@ -26,6 +32,11 @@
 #include "agent.h"
 
 #define LONG_LEASE AG_S(60)
+#ifdef SYS_futex_waitv
+#define TEST_SYS_FUTEX_WAITV SYS_futex_waitv
+#else
+#define TEST_SYS_FUTEX_WAITV 449 /* x86-64 and arm64 */
+#endif
 #define CPU_TICKS_MAX 10 /* 100 ms at 100 Hz: "no measurable CPU", generously */
 
 /* I6 */
@@ -222,6 +233,224 @@ static void test_wait_restores_timer_slack(void **state)
     th_daemon_stop(&d, SIGTERM);
 }
 
+/* Voluntary context switches of pid (/proc/PID/status): a sleeper that is
+ * woken, looks and sleeps again adds one. */
+static long vol_switches(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    long v = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1)
+            break;
+    fclose(f);
+    return v;
+}
+
+/* A release wakes one sleeper, not all (issue: no thundering herd).  Four
+ * waiters sleep; the holder releases; one of them takes the key and keeps
+ * it.  The other three must not have been woken: their voluntary context
+ * switch counts stay as they were for two seconds (with wake-all each would
+ * run, see the key held and sleep again, within microseconds).  Then every
+ * waiter still gets the key in turn (I6). */
+static void test_release_wakes_one(void **state)
+{
+    (void)state;
+    th_daemon d;
+    const char *region = th_path("wakeone.region");
+    ag_daemon_start(&d, region);
+    fl_region *ro;
+    assert_int_equal(fl_open_readonly(region, &ro), 0);
+
+    ag H, W[4];
+    ag_start(&H, region);
+    ag_reply rh = ag_do(&H, "acq h one/key %llu 0", (unsigned long long)LONG_LEASE);
+    assert_int_equal(rh.rc, 0);
+    for (int i = 0; i < 4; i++) {
+        ag_start(&W[i], region);
+        assert_int_equal(W[i].open_rc, 0);
+        ag_send(&W[i], "acq w one/key %llu -1", (unsigned long long)LONG_LEASE);
+    }
+    assert_true(ag_wait_waiters(ro, "one/key", 4, 20000));
+    for (int i = 0; i < 4; i++)
+        assert_true(ag_wait_sleeping(W[i].c.pid, 20000));
+    long before[4];
+    for (int i = 0; i < 4; i++)
+        before[i] = vol_switches(W[i].c.pid);
+
+    assert_int_equal(ag_do(&H, "rel h").rc, 0);
+    ag *list[4] = {&W[0], &W[1], &W[2], &W[3]};
+    ag_reply r;
+    int won = ag_read_any(list, 4, &r, 30000);
+    assert_true(won >= 0);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.token, rh.token + 1);
+
+    uint64_t until = th_now_ns() + AG_S(2);
+    while (th_now_ns() < until) {
+        for (int i = 0; i < 4; i++) {
+            if (i == won)
+                continue;
+            if (vol_switches(W[i].c.pid) != before[i])
+                fail_msg("waiter %d was woken by a release that woke waiter %d", i, won);
+        }
+        ag_sleep_until(th_now_ns() + AG_MS(10));
+    }
+
+    /* and the chain goes on: each release wakes the next */
+    int n = 4;
+    uint64_t expect = rh.token + 2;
+    assert_int_equal(ag_do(list[won], "rel w").rc, 0);
+    list[won] = list[--n];
+    while (n > 0) {
+        int i = ag_read_any(list, n, &r, 30000);
+        assert_true(i >= 0);
+        assert_int_equal(r.rc, 0);
+        assert_int_equal(r.token, expect++);
+        assert_int_equal(ag_do(list[i], "rel w").rc, 0);
+        list[i] = list[--n];
+    }
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(ag_stop(&W[i]), 0);
+    assert_int_equal(ag_stop(&H), 0);
+    fl_close(ro);
+    th_daemon_stop(&d, SIGTERM);
+}
+
+/* The waiter of test_woken_waiter_stopped: opens the region, lets the test
+ * trace it, then waits for the key and reports "r RC TOKEN T_END". */
+static int traced_waiter(void *arg, int in, int out)
+{
+    fl_region *r = NULL;
+    if (fl_open(arg, &r) != 0)
+        return 1;
+    if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) != 0 || raise(SIGSTOP) != 0)
+        return 2;
+    fl_lease l = {0};
+    int rc = fl_acquire(r, "stop/key", LONG_LEASE, FL_WAIT_FOREVER, &l);
+    dprintf(out, "r %d %llu %llu\n", rc, (unsigned long long)l.token,
+            (unsigned long long)th_now_ns());
+    char line[64];
+    if (th_recv(in, line, sizeof line, 60000) != 0) /* "rel" */
+        return 3;
+    rc = fl_release(r, &l);
+    fl_close(r);
+    return rc == 0 ? 0 : 4;
+}
+
+/* Resume a traced process to its next system-call stop; returns the stop's
+ * syscall info (op 0 when it stopped for another reason). */
+static struct __ptrace_syscall_info next_syscall_stop(pid_t pid)
+{
+    assert_int_equal(ptrace(PTRACE_SYSCALL, pid, NULL, NULL), 0);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFSTOPPED(st));
+    struct __ptrace_syscall_info si;
+    memset(&si, 0, sizeof si);
+    if (WSTOPSIG(st) == (SIGTRAP | 0x80))
+        assert_true(ptrace(PTRACE_GET_SYSCALL_INFO, pid, sizeof si, &si) > 0);
+    return si;
+}
+
+/* I4, I6 (issue: a woken waiter stopped before it takes the lock holds the
+ * one wake).  W0 is traced and sleeps first in the key's futex; W1 sleeps
+ * after it.  The holder releases: the kernel wakes sleepers of equal
+ * priority in the order they slept, so the one wake goes to W0, which the
+ * tracer holds at the futex's return, before it looks at the lock.  W1
+ * must still get the key, by the deadline of the lease it saw at the
+ * latest (it sleeps until then, the bound of a stopped holder); never
+ * later.  Released, W0 then gets the key after W1. */
+static void test_woken_waiter_stopped(void **state)
+{
+    (void)state;
+    th_daemon d;
+    const char *region = th_path("wokenstop.region");
+    ag_daemon_start(&d, region);
+    fl_region *ro;
+    assert_int_equal(fl_open_readonly(region, &ro), 0);
+
+    ag H, W1;
+    ag_start(&H, region);
+    ag_reply rh = ag_do(&H, "acq h stop/key %llu 0", (unsigned long long)AG_S(3));
+    assert_int_equal(rh.rc, 0);
+
+    th_child W0;
+    assert_int_equal(th_child_start(&W0, traced_waiter, (void *)region), 0);
+    ag_track_foreign(W0.pid);
+    int st;
+    assert_int_equal(waitpid(W0.pid, &st, 0), W0.pid);
+    assert_true(WIFSTOPPED(st) && WSTOPSIG(st) == SIGSTOP);
+    assert_int_equal(ptrace(PTRACE_SETOPTIONS, W0.pid, NULL,
+                            (void *)(long)(PTRACE_O_TRACESYSGOOD | PTRACE_O_EXITKILL)),
+                     0);
+    /* to the entry of its futex sleep on the key: futex_waitv on the key's
+     * word and the holder's life word (src/life.c), or FUTEX_WAIT_BITSET on
+     * the key's word alone where the kernel has no futex_waitv */
+    for (;;) {
+        struct __ptrace_syscall_info si = next_syscall_stop(W0.pid);
+        if (si.op == PTRACE_SYSCALL_INFO_ENTRY &&
+            ((si.entry.nr == SYS_futex &&
+              (si.entry.args[1] & FUTEX_CMD_MASK) == FUTEX_WAIT_BITSET) ||
+             si.entry.nr == TEST_SYS_FUTEX_WAITV))
+            break;
+    }
+    /* into it: the next stop is its return, when something wakes it */
+    assert_int_equal(ptrace(PTRACE_SYSCALL, W0.pid, NULL, NULL), 0);
+    assert_true(ag_wait_waiters(ro, "stop/key", 1, 20000));
+    assert_true(ag_wait_sleeping(W0.pid, 20000));
+
+    ag_start(&W1, region);
+    assert_int_equal(W1.open_rc, 0);
+    ag_send(&W1, "acq w stop/key %llu -1", (unsigned long long)LONG_LEASE);
+    assert_true(ag_wait_waiters(ro, "stop/key", 2, 20000));
+    assert_true(ag_wait_sleeping(W1.c.pid, 20000));
+
+    ag_reply rr = ag_do(&H, "rel h");
+    assert_int_equal(rr.rc, 0);
+    /* the wake went to W0: it stops at the futex's return */
+    assert_int_equal(waitpid(W0.pid, &st, 0), W0.pid);
+    assert_true(WIFSTOPPED(st) && WSTOPSIG(st) == (SIGTRAP | 0x80));
+    struct __ptrace_syscall_info si;
+    memset(&si, 0, sizeof si);
+    assert_true(ptrace(PTRACE_GET_SYSCALL_INFO, W0.pid, sizeof si, &si) > 0);
+    assert_int_equal(si.op, PTRACE_SYSCALL_INFO_EXIT);
+    /* woken, not timed out or interrupted (futex_waitv: woken through its
+     * first word, the key's) */
+    assert_int_equal(si.exit.rval, 0);
+
+    ag_reply r1;
+    assert_int_equal(ag_read(&W1, &r1, 30000), 0);
+    assert_int_equal(r1.rc, 0);
+    assert_int_equal(r1.token, rh.token + 1);
+    /* by the deadline it saw, with generous slack; never later */
+    assert_true(r1.t_end < rh.deadline_ns + AG_S(5));
+    print_message("W1 took the key %.3f s after the release; the lease it saw ended "
+                  "%.3f s after the release\n",
+                  (double)(r1.t_end - rr.t_end) / 1e9,
+                  (double)(rh.deadline_ns - rr.t_end) / 1e9);
+    assert_int_equal(ag_do(&W1, "rel w").rc, 0);
+
+    /* W0 runs on: it gets the key next */
+    assert_int_equal(ptrace(PTRACE_DETACH, W0.pid, NULL, NULL), 0);
+    char line[128];
+    assert_int_equal(th_recv(W0.from_child, line, sizeof line, 30000), 0);
+    int rc0 = -1;
+    unsigned long long tok0 = 0, t0 = 0;
+    assert_int_equal(sscanf(line, "r %d %llu %llu", &rc0, &tok0, &t0), 3);
+    assert_int_equal(rc0, 0);
+    assert_int_equal(tok0, rh.token + 2);
+    th_send(W0.to_child, "rel");
+    assert_int_equal(th_child_wait(&W0, 30000), 0);
+
+    assert_int_equal(ag_stop(&W1), 0);
+    assert_int_equal(ag_stop(&H), 0);
+    fl_close(ro);
+    th_daemon_stop(&d, SIGTERM);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -229,6 +458,8 @@ int main(void)
         cmocka_unit_test_teardown(test_timeout_and_signal_do_not_strand_others, ag_teardown),
         cmocka_unit_test_teardown(test_waiter_uses_no_cpu, ag_teardown),
         cmocka_unit_test_teardown(test_wait_restores_timer_slack, ag_teardown),
+        cmocka_unit_test_teardown(test_release_wakes_one, ag_teardown),
+        cmocka_unit_test_teardown(test_woken_waiter_stopped, ag_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

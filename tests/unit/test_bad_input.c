@@ -179,14 +179,15 @@ static void test_wrong_version(void **state)
     expect_version_refused(p, 99);
 }
 
-/* I9: the format before this one (4 hashes keys eight bytes at a time; a
- * format-3 index holds FNV-1a hashes this build would not find) */
+/* I9: the format before this one (5 hashes keys eight bytes at a time; a
+ * format-4 index holds FNV-1a hashes this build would not find, in a file
+ * of the same layout otherwise) */
 static void test_previous_version(void **state)
 {
     (void)state;
     char p[512];
-    snprintf(p, sizeof p, "%s", th_path("version3.region"));
-    assert_int_equal(FL__FORMAT_VERSION, 4);
+    snprintf(p, sizeof p, "%s", th_path("version4.region"));
+    assert_int_equal(FL__FORMAT_VERSION, 5);
     expect_version_refused(p, FL__FORMAT_VERSION - 1);
 }
 

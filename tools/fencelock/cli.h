@@ -84,4 +84,7 @@ extern const char commit_usage[];
 cli_command_fn read_main;
 extern const char read_usage[];
 
+cli_command_fn etcd_epoch_main;
+extern const char etcd_epoch_usage[];
+
 #endif

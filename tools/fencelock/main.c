@@ -28,6 +28,8 @@ static const struct command commands[] = {
     {"commit", "commit a file or stdin to a fenced record with a key's token", commit_main,
      commit_usage},
     {"read", "write a fenced record's value (and its fence token)", read_main, read_usage},
+    {"etcd-epoch", "show or bump an etcd region's token epoch (after a snapshot restore)",
+     etcd_epoch_main, etcd_epoch_usage},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -57,7 +59,8 @@ static void print_usage(FILE *f)
           "Every command takes --help.  A command that reads a region takes\n"
           "-r, --region PATH; without it the region is $FENCELOCK_REGION, else\n"
           "/run/fencelock/region for root, else $XDG_RUNTIME_DIR/fencelock/region,\n"
-          "else /dev/shm/fencelock-UID/region.\n"
+          "else /dev/shm/fencelock-UID/region.  A region may also be an etcd\n"
+          "cluster, etcd://HOST:PORT[,HOST:PORT...]/PREFIX (docs/etcd.md).\n"
           "\n" CLI_ENVIRONMENT_TEXT "\n" CLI_EXIT_STATUS_TEXT
           "\n"
           "Examples:\n"

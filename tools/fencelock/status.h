@@ -250,7 +250,7 @@ int print_text(FILE *f, const struct snapshot *s, const struct column_choice cho
 void print_json(FILE *f, const struct snapshot *s);
 void json_region(FILE *f, const struct snapshot *s);
 void json_row(FILE *f, const struct status_table *t, const void *row);
-void json_array(FILE *f, const struct status_table *t, const void *rows, size_t n, bool last);
+void status_json_array(FILE *f, const struct status_table *t, const void *rows, size_t n, bool last);
 
 /* status_key.c: status KEY; exit status. */
 int show_key(const char *key, bool json, struct snapshot *s);

@@ -159,7 +159,7 @@ static void json_skipped(FILE *f, const struct skipped *k)
 
 /* An array member named after the table, one element per line so that line
  * tools work too. */
-void json_array(FILE *f, const struct status_table *t, const void *rows, size_t n, bool last)
+void status_json_array(FILE *f, const struct status_table *t, const void *rows, size_t n, bool last)
 {
     fputs("  ", f);
     fl__json_string(f, t->name);
@@ -179,10 +179,10 @@ void print_json(FILE *f, const struct snapshot *s)
     fputs(",\n  \"region\": ", f);
     json_region(f, s);
     fputs(",\n", f);
-    json_array(f, &status_tables[TABLE_CLIENTS], s->clients, s->n_clients, false);
+    status_json_array(f, &status_tables[TABLE_CLIENTS], s->clients, s->n_clients, false);
     unreg_print_json(f, &s->unreg);
-    json_array(f, &status_tables[TABLE_LOCKS], s->locks, s->n_locks, false);
-    json_array(f, &status_tables[TABLE_RECORDS], s->records, s->n_records, false);
+    status_json_array(f, &status_tables[TABLE_LOCKS], s->locks, s->n_locks, false);
+    status_json_array(f, &status_tables[TABLE_RECORDS], s->records, s->n_records, false);
     fputs("  \"skipped\": ", f);
     json_skipped(f, &s->skipped);
     fputs("\n}\n", f);

@@ -96,7 +96,7 @@ static void print_key_json(FILE *f, const struct snapshot *s, const fl_lock_info
     fputs(",\n  \"lock\": ", f);
     json_row(f, &status_tables[TABLE_LOCKS], l);
     fputs(",\n", f);
-    json_array(f, &status_tables[TABLE_RECORDS], s->records, s->n_records, true);
+    status_json_array(f, &status_tables[TABLE_RECORDS], s->records, s->n_records, true);
     fputs("}\n", f);
 }
 

@@ -69,10 +69,33 @@ int print_columns(FILE *f, const struct status_column *const *cols, size_t ncols
     return 0;
 }
 
+/* An etcd region (docs/etcd.md): what etcd lets the library know. */
+static void print_etcd_region(FILE *f, const struct snapshot *s)
+{
+    const fl_region_info *g = &s->region;
+    fprintf(f, "Region %s\n", s->path);
+    fprintf(f, "  Store:        an etcd cluster (no supervisor: a dead holder's lock is freed "
+               "when its etcd lease ends)\n");
+    if (g->epoch)
+        fprintf(f,
+                "  Tokens:       epoch %" PRIu64 ", floor %" PRIu64
+                " (token = epoch << %d | etcd revision)\n",
+                g->epoch, g->token_floor, FL_TOKEN_EPOCH_SHIFT);
+    else
+        fprintf(f, "  Tokens:       no epoch yet (no client has opened this prefix)\n");
+    fprintf(f, "  Locks:        %" PRIu32 " keys acquired so far\n", g->locks_used);
+    fprintf(f, "  Records:      %" PRIu32 ", values up to %" PRIu32 " bytes\n", g->records_used,
+            g->record_size);
+}
+
 static void print_region(FILE *f, const struct snapshot *s)
 {
     const fl_region_info *g = &s->region;
     char buf[128], when[64];
+    if (strncmp(s->path, "etcd://", 7) == 0) {
+        print_etcd_region(f, s);
+        return;
+    }
     fprintf(f, "Region %s\n", s->path);
     format_size(g->file_size, buf, sizeof buf);
     fprintf(f, "  Format:       version %" PRIu32 ", %s\n", g->format_version, buf);

@@ -1,0 +1,317 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * backend.c - the etcd backend's ops table (backend.h) and its handle: an
+ * fl_region whose shared-memory fields stay zeroed (fd and sock -1) and
+ * whose `backend` is a struct fl__etcd (etcd.h).  Each entry checks the
+ * handle's process (-ECHILD after fork, as on shared memory), maps fl_lease
+ * to the lower layers' holding and back, and calls lock.c, record.c or
+ * inspect.c.  The client (client.h) reports its failures through
+ * fl__etcd_error(), defined here as fl_last_error()'s setter.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "etcd.h"
+
+void fl__etcd_error(const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fl__set_error("%s", msg);
+}
+
+/* ---- the backend's own handle ---- */
+
+int fl__etcd_open(const char *uri, bool readonly, struct fl__etcd **out)
+{
+    *out = NULL;
+    struct fl__etcd *e = calloc(1, sizeof *e);
+    if (!e)
+        return fl__fail(-ENOMEM, "out of memory");
+    int err = fl__etcd_client_init(&e->c, uri);
+    if (err) {
+        free(e);
+        return err;
+    }
+    e->readonly = readonly;
+    e->pid = (uint32_t)getpid();
+    /* The host, for `fencelock status` (display only; spaces would break
+     * the lock value's fields). */
+    if (gethostname(e->host, sizeof e->host) != 0 || !e->host[0])
+        snprintf(e->host, sizeof e->host, "?");
+    e->host[sizeof e->host - 1] = '\0';
+    for (char *p = e->host; *p; p++)
+        if (*p <= ' ' || *p > '~')
+            *p = '?';
+    atomic_init(&e->min_ttl, 0);
+    pthread_mutex_init(&e->lock, NULL);
+    /* A read-only handle writes nothing: an absent epoch reads as 0. */
+    uint64_t epoch = 0;
+    err = fl__etcd_epoch_load(&e->c, !readonly, &epoch);
+    if (err) {
+        fl__etcd_close(e);
+        return err;
+    }
+    *out = e;
+    return 0;
+}
+
+void fl__etcd_close(struct fl__etcd *e)
+{
+    if (!e)
+        return;
+    for (uint32_t i = 0; i < e->nkeys; i++)
+        free(e->keys[i]);
+    free(e->keys);
+    free(e->index);
+    fl__etcd_snap_free(e->snap);
+    pthread_mutex_destroy(&e->lock);
+    fl__etcd_client_destroy(&e->c);
+    free(e);
+}
+
+/* ---- the ops ---- */
+
+static struct fl__etcd *fl__e(const fl_region *r) { return r->backend; }
+
+static int fl__be_open(const char *name, bool readonly, bool named, fl_region **out)
+{
+    (void)named; /* the directory trust checks are the region file's */
+    fl_region *r = calloc(1, sizeof *r);
+    if (!r)
+        return fl__fail(-ENOMEM, "out of memory");
+    r->be = &fl__etcd_backend;
+    r->fd = -1;
+    r->sock = -1;
+    r->readonly = readonly;
+    r->pid = (uint32_t)getpid();
+    r->clock = fl__monotonic_ns;
+    snprintf(r->path, sizeof r->path, "%s", name);
+    struct fl__etcd *e = NULL;
+    int err = fl__etcd_open(name, readonly, &e);
+    if (err) {
+        free(r);
+        return err;
+    }
+    r->backend = e;
+    pthread_mutex_init(&r->keeper_lock, NULL);
+    fl__handle_bind_process(r);
+    /* As for a region file opened unregistered (fencelock.h, fl_open), say
+     * why death detection is off: `fencelock run` shows it. */
+    if (!readonly)
+        fl__set_error("region %s is an etcd cluster: no supervisor watches this process, so "
+                      "its locks end at their etcd leases if it dies",
+                      name);
+    *out = r;
+    return 0;
+}
+
+static void fl__be_close(fl_region *r)
+{
+    struct fl__etcd *e = fl__e(r);
+    if (!fl__handle_is_inherited(r)) {
+        /* The keepalive thread renews through this handle: stop it first.
+         * Then what is still held is abandoned, as a death would leave it
+         * (its next holder sees FL_LEASE_OWNER_DIED). */
+        fl__keepalive_shutdown(r);
+        if (!e->readonly)
+            fl__etcd_abandon_all(e);
+        pthread_mutex_destroy(&r->keeper_lock);
+    }
+    /* In a forked child: only this process's memory (and its copies of the
+     * connections) goes; the parent's holdings are the parent's. */
+    fl__etcd_close(e);
+    free(r);
+}
+
+static void fl__to_lease(const struct fl__etcd_lease *h, fl_lease *l)
+{
+    memset(l, 0, sizeof *l);
+    l->token = h->token;
+    l->deadline_ns = h->deadline_ns;
+    l->slot = h->slot;
+    l->flags = h->flags;
+    l->handle = h->lease_id;
+}
+
+static void fl__from_lease(const fl_lease *l, struct fl__etcd_lease *h)
+{
+    h->token = l->token;
+    h->deadline_ns = l->deadline_ns;
+    h->slot = l->slot;
+    h->flags = l->flags;
+    h->lease_id = l->handle;
+}
+
+static int fl__be_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
+                          fl_cancel *cancel, fl_lease *lease)
+{
+    int err = fl__handle_check(r, "fl_acquire");
+    if (err)
+        return err;
+    if (!lease)
+        return fl__fail(-EINVAL, "fl_acquire: NULL argument");
+    struct fl__etcd_lease h;
+    err = fl__etcd_acquire(fl__e(r), key, lease_ns, timeout_ns, cancel, &h);
+    if (!err)
+        fl__to_lease(&h, lease);
+    return err;
+}
+
+static int fl__be_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns)
+{
+    int err = fl__handle_check(r, "fl_renew");
+    if (err)
+        return err;
+    if (!lease)
+        return fl__fail(-EINVAL, "fl_renew: NULL argument");
+    struct fl__etcd_lease h;
+    fl__from_lease(lease, &h);
+    err = fl__etcd_renew(fl__e(r), &h, lease_ns);
+    if (!err) {
+        lease->deadline_ns = h.deadline_ns;
+        lease->handle = h.lease_id;
+    }
+    return err;
+}
+
+static int fl__be_release(fl_region *r, const fl_lease *lease)
+{
+    int err = fl__handle_check(r, "fl_release");
+    if (err)
+        return err;
+    if (!lease)
+        return fl__fail(-EINVAL, "fl_release: NULL argument");
+    struct fl__etcd_lease h;
+    fl__from_lease(lease, &h);
+    return fl__etcd_release(fl__e(r), &h);
+}
+
+static int fl__be_check(fl_region *r, const fl_lease *lease)
+{
+    int err = fl__handle_check(r, "fl_check");
+    if (err)
+        return err;
+    if (!lease)
+        return fl__fail(-EINVAL, "fl_check: NULL argument");
+    struct fl__etcd_lease h;
+    fl__from_lease(lease, &h);
+    return fl__etcd_check(fl__e(r), &h);
+}
+
+static int fl__be_commit(fl_region *r, const fl_lease *lease, const char *record,
+                         const void *data, size_t len, unsigned flags, uint64_t *accepted)
+{
+    int err = fl__handle_check(r, "fl_commit");
+    if (err)
+        return err;
+    if (!lease)
+        return fl__fail(-EINVAL, "fl_commit: NULL argument");
+    struct fl__etcd_lease h;
+    fl__from_lease(lease, &h);
+    return fl__etcd_commit(fl__e(r), &h, record, data, len, flags, accepted);
+}
+
+static int fl__be_commit_token(fl_region *r, const char *key, uint64_t token, const char *record,
+                               const void *data, size_t len, unsigned flags, uint64_t *accepted)
+{
+    int err = fl__handle_check(r, "fl_commit_token");
+    if (err)
+        return err;
+    return fl__etcd_commit_token(fl__e(r), key, token, record, data, len, flags, accepted);
+}
+
+static int fl__be_read(fl_region *r, const char *record, void *buf, size_t cap, size_t *len,
+                       uint64_t *fence)
+{
+    int err = fl__handle_check(r, "fl_read");
+    if (err)
+        return err;
+    return fl__etcd_read(fl__e(r), record, buf, cap, len, fence);
+}
+
+/* No supervisor watches an etcd client: its locks end at their leases. */
+static int fl__be_registered(const fl_region *r)
+{
+    (void)r;
+    return 0;
+}
+
+static int fl__be_region_info(fl_region *r, fl_region_info *info)
+{
+    int err = fl__handle_check(r, "fl_region_info_get");
+    if (err)
+        return err;
+    if (!info)
+        return fl__fail(-EINVAL, "fl_region_info_get: NULL argument");
+    return fl__etcd_region_info(fl__e(r), info);
+}
+
+static int fl__be_lock_info(fl_region *r, uint32_t index, fl_lock_info *info)
+{
+    int err = fl__handle_check(r, "fl_lock_info_get");
+    if (err)
+        return err;
+    if (!info)
+        return fl__fail(-EINVAL, "fl_lock_info_get: NULL argument");
+    return fl__etcd_lock_info(fl__e(r), index, info);
+}
+
+static int fl__be_record_info(fl_region *r, uint32_t index, fl_record_info *info)
+{
+    int err = fl__handle_check(r, "fl_record_info_get");
+    if (err)
+        return err;
+    if (!info)
+        return fl__fail(-EINVAL, "fl_record_info_get: NULL argument");
+    return fl__etcd_record_info(fl__e(r), index, info);
+}
+
+/* etcd has no client table: every index is past the (empty) table. */
+static int fl__be_client_info(fl_region *r, uint32_t index, fl_client_info *info)
+{
+    if (!info)
+        return fl__fail(-EINVAL, "fl_client_info_get: NULL argument");
+    return fl__fail(-ERANGE, "fl_client_info_get: index %u: an etcd region (%s) has no client "
+                             "table (no supervisor registers its clients)",
+                    index, r->path);
+}
+
+/* Nor a table of unregistered clients: its FL_UNREGISTERED_MAX entries are
+ * all empty. */
+static int fl__be_unregistered_info(fl_region *r, uint32_t index, fl_unregistered_info *info)
+{
+    if (!info)
+        return fl__fail(-EINVAL, "fl_unregistered_info_get: NULL argument");
+    if (index >= FL_UNREGISTERED_MAX)
+        return fl__fail(-ERANGE, "fl_unregistered_info_get: index %u past the table", index);
+    return fl__fail(-ENOENT, "fl_unregistered_info_get: an etcd region (%s) notes no "
+                             "unregistered clients",
+                    r->path);
+}
+
+const struct fl__backend fl__etcd_backend = {
+    .name = "etcd",
+    .open = fl__be_open,
+    .close = fl__be_close,
+    .acquire = fl__be_acquire,
+    .renew = fl__be_renew,
+    .release = fl__be_release,
+    .check = fl__be_check,
+    .commit = fl__be_commit,
+    .commit_token = fl__be_commit_token,
+    .read = fl__be_read,
+    .registered = fl__be_registered,
+    .region_info = fl__be_region_info,
+    .lock_info = fl__be_lock_info,
+    .record_info = fl__be_record_info,
+    .client_info = fl__be_client_info,
+    .unregistered_info = fl__be_unregistered_info,
+};

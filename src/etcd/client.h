@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client.h - a small client of etcd v3's JSON gateway, with no fencelock
+ * state: the region URI, base64, requests over libcurl with per-request
+ * timeouts and endpoint rotation, untrusted-answer accessors (jansson), the
+ * watch stream, and the token epoch kept in the cluster.  Not installed.
+ *
+ * Two programs link it: the library (src/etcd/backend.c and the files beside
+ * it build the lock and record semantics on top) and the fencelock tool
+ * (`fencelock etcd-epoch`, which bumps the epoch).  It reports a failure's
+ * detail through fl__etcd_error(), which each of them defines: the library
+ * forwards it to fl_last_error(), the tool to its own message.
+ *
+ * THE ANSWER CLASSES.  A request ends one of these ways (each call returns
+ * 0 or a negative errno, never anything else):
+ *   0              an endpoint answered 200 with a JSON object (reply->body)
+ *   -EREMOTEIO     an endpoint answered a definite refusal: a gRPC error
+ *                  that means the request had no effect (reply->grpc_code,
+ *                  reply->message); the caller decides what it means
+ *   -EHOSTUNREACH  no endpoint answered in time and the request had no
+ *                  effect: it was never sent (refused or unreachable
+ *                  connections), or a lost attempt of it leaves nothing that
+ *                  matters (FL__ETCD_IDEMPOTENT: reads, lease requests)
+ *   -EAGAIN        the outcome is unknown: the request reached an endpoint,
+ *                  which did not answer in time (or answered "timed out",
+ *                  "leader changed"), and it may not be sent again
+ *   -EPROTO        an answer that is not what etcd answers (no JSON object, a
+ *                  field of the wrong type, a bad number, bad base64)
+ *   -ENOTRECOVERABLE  the cluster's revision went back in time under the same
+ *                  token epoch (restored from a snapshot without
+ *                  `fencelock etcd-epoch --bump`): see epoch.c
+ *   -ENOMEM
+ *
+ * THREADS.  A client may be used by several threads at once: its endpoint
+ * list is immutable after fl__etcd_client_init(); the curl handles come from
+ * a small pool under a mutex (one handle per request in flight, each keeping
+ * its connection alive for the next request); the preferred endpoint, the
+ * epoch and the history mark are atomics.
+ */
+#ifndef FL_ETCD_CLIENT_H
+#define FL_ETCD_CLIENT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+/* ---- errors ---- */
+/* Defined by the program that links the client (see above). */
+void fl__etcd_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define fl__etcd_fail(err, ...) (fl__etcd_error(__VA_ARGS__), (err))
+
+/* ---- the region URI: etcd://HOST:PORT[,HOST:PORT...]/PREFIX ---- */
+#define FL__ETCD_SCHEME "etcd://"
+#define FL__ETCD_MAX_ENDPOINTS 16
+#define FL__ETCD_HOST_MAX 253 /* a DNS name */
+/* PREFIX: segments of [A-Za-z0-9._-] joined by single '/', none of them
+ * "." or ".." or a name the layout uses under a prefix (lock, last, rec,
+ * epoch): so no prefix's keys can be another prefix's (backend.c, LAYOUT). */
+#define FL__ETCD_PREFIX_MAX 128
+
+struct fl__etcd_endpoint {
+    char name[FL__ETCD_HOST_MAX + 8]; /* "host:port", for messages */
+    char url[FL__ETCD_HOST_MAX + 16]; /* "http://host:port" */
+};
+
+struct fl__etcd_uri {
+    struct fl__etcd_endpoint ep[FL__ETCD_MAX_ENDPOINTS];
+    unsigned n;
+    char prefix[FL__ETCD_PREFIX_MAX + 1];
+    size_t prefix_len;
+};
+
+/* True if name starts with "etcd://". */
+bool fl__etcd_is_uri(const char *name);
+/* Parse uri: 0, or -EINVAL saying what is wrong (fl__etcd_error). */
+int fl__etcd_uri_parse(const char *uri, struct fl__etcd_uri *out);
+
+/* ---- base64 (RFC 4648, with padding: what the gateway speaks) ---- */
+/* A NUL-terminated encoding of n bytes (malloc'd), or NULL (out of memory). */
+char *fl__b64_encode(const void *p, size_t n);
+/* Decode text of length n into a malloc'd buffer (plus a NUL after the
+ * bytes, not counted).  0, -EINVAL (not base64), -ENOMEM. */
+int fl__b64_decode(const char *text, size_t n, unsigned char **out, size_t *len);
+
+/* ---- the client ---- */
+#define FL__ETCD_POOL 8 /* idle curl handles kept, each with its connection */
+/* Per-request timeout (connect included), unless $FENCELOCK_ETCD_TIMEOUT_MS
+ * says otherwise (100 .. 60000). */
+#define FL__ETCD_TIMEOUT_MS 2000u
+#define FL__ETCD_TIMEOUT_ENV "FENCELOCK_ETCD_TIMEOUT_MS"
+/* Largest answer read (an inspection range of a big prefix): beyond, -EPROTO. */
+#define FL__ETCD_BODY_MAX (64u << 20)
+
+struct fl__etcd_client {
+    struct fl__etcd_uri uri;
+    unsigned timeout_ms, connect_ms;
+    /* The endpoint tried first: the last one that answered.  relaxed: a
+     * hint; every request is complete on whichever endpoint it reaches. */
+    _Atomic unsigned current;
+    pthread_mutex_t pool_lock; /* guards idle[] and n_idle */
+    CURL *idle[FL__ETCD_POOL];
+    unsigned n_idle;
+
+    /* The token epoch (epoch.c): the value of PREFIX/epoch last read, 0
+     * before it was read.  Only grows: an epoch that went down fails closed.
+     * relaxed: each reader compares it inside its own Txn, which etcd
+     * checks; the value is a cache, never the authority. */
+    _Atomic uint64_t epoch;
+    /* The history mark (epoch.c, RESTORES): the greatest epoch << 40 |
+     * revision a linearizable kv answer has shown this client.  A kv answer
+     * below it under the same epoch means the cluster went back. */
+    _Atomic uint64_t seen;
+};
+
+/* Parse uri and set up c (no request is sent).  0, -EINVAL, -ENOMEM. */
+int fl__etcd_client_init(struct fl__etcd_client *c, const char *uri);
+/* Free the pooled handles.  No request may be in flight. */
+void fl__etcd_client_destroy(struct fl__etcd_client *c);
+
+/* A request's answer; every field is the caller's to read after the call,
+ * and fl__etcd_reply_free() releases it (also after a failed call). */
+struct fl__etcd_reply {
+    json_t *body;        /* the answer's JSON object (0 returned), else NULL */
+    const char *op;      /* what was asked ("txn", "range", ...): for messages */
+    char endpoint[FL__ETCD_HOST_MAX + 8]; /* who answered (or was tried last) */
+    bool ambiguous;      /* an earlier attempt of this same call timed out after
+                            it was sent: it may have taken effect */
+    int grpc_code;       /* -EREMOTEIO: etcd's gRPC status code */
+    char message[256];   /* -EREMOTEIO: etcd's message */
+    uint64_t revision;   /* header.revision of a kv answer (0: none) */
+};
+void fl__etcd_reply_free(struct fl__etcd_reply *rp);
+
+/* Request flags. */
+#define FL__ETCD_REPEATABLE 0x1u /* may be sent again to the next endpoint after a
+                                    timeout: a write whose repetition the caller
+                                    recognises (rp->ambiguous tells it to look) */
+#define FL__ETCD_KV 0x2u         /* a linearizable kv answer: its header revision
+                                    raises the history mark (epoch.c) */
+#define FL__ETCD_GUARD 0x8u      /* a kv answer that numbers a token (an acquire):
+                                    below the history mark under the same epoch it
+                                    fails closed, -ENOTRECOVERABLE (epoch.c) */
+#define FL__ETCD_ONCE 0x10u      /* a write that must not take effect twice unknown to
+                                    the caller (a commit, a release, an epoch bump): sent
+                                    on a fresh connection, because curl sends a request
+                                    again by itself when a kept-alive connection dies
+                                    before any answer */
+#define FL__ETCD_IDEMPOTENT 0x4u /* may be sent again, and an attempt lost after it was
+                                    sent leaves nothing that matters: a read, a lease
+                                    grant (a lease nobody uses ends by itself), a
+                                    keepalive or a revoke.  Never ambiguous: when no
+                                    endpoint answers, -EHOSTUNREACH */
+
+/* POST req (a JSON object; the reference is kept by the caller) to path
+ * ("/v3/kv/txn") of the endpoints in turn, from the preferred one.  See THE
+ * ANSWER CLASSES for what it returns. */
+int fl__etcd_post(struct fl__etcd_client *c, const char *path, const char *op, json_t *req,
+                  unsigned flags, struct fl__etcd_reply *rp);
+
+/* Map a definite refusal (-EREMOTEIO) to the error a caller returns when it
+ * has no more specific meaning for it, with the message set: ENOSPC for
+ * "database space exceeded", EMSGSIZE for "request is too large", EACCES
+ * for permissions and authentication, EPROTO for anything else. */
+int fl__etcd_refusal(const struct fl__etcd_reply *rp);
+
+/* ---- untrusted answers (reply.c) ----
+ * Each accessor fails with -EPROTO and a message naming the endpoint, the
+ * request and the field.  Absent fields are zero, as the gateway omits them. */
+/* An int64 field written as a decimal string: absent is 0; a JSON integer is
+ * accepted too; anything else, a sign, or a value beyond INT64_MAX: -EPROTO. */
+int fl__etcd_u64(const struct fl__etcd_reply *rp, const json_t *obj, const char *field,
+                 uint64_t *out);
+/* A bool field: absent is false. */
+int fl__etcd_bool(const struct fl__etcd_reply *rp, const json_t *obj, const char *field,
+                  bool *out);
+/* An object field: absent is *out = NULL (0 returned); not an object: -EPROTO. */
+int fl__etcd_obj(const struct fl__etcd_reply *rp, const json_t *obj, const char *field,
+                 json_t **out);
+/* An array field: absent is *out = NULL (0 returned); not an array: -EPROTO. */
+int fl__etcd_arr(const struct fl__etcd_reply *rp, const json_t *obj, const char *field,
+                 json_t **out);
+
+/* One key-value of an answer (decoded). */
+struct fl__etcd_kv {
+    unsigned char *key, *value; /* malloc'd, NUL after the bytes; NULL when empty */
+    size_t key_len, value_len;
+    uint64_t create_revision, mod_revision, version, lease;
+};
+/* Parse a kv object; values longer than value_max are -EPROTO. */
+int fl__etcd_kv_parse(const struct fl__etcd_reply *rp, const json_t *obj, size_t value_max,
+                      struct fl__etcd_kv *kv);
+void fl__etcd_kv_free(struct fl__etcd_kv *kv);
+/* The first kv of a range answer (an object with "kvs"): 1 found, 0 absent. */
+int fl__etcd_range_first(const struct fl__etcd_reply *rp, const json_t *range, size_t value_max,
+                         struct fl__etcd_kv *kv);
+/* A Txn answer's "succeeded" and its i-th response of kind
+ * ("response_range", "response_put", "response_delete_range",
+ * "response_txn"): -EPROTO if missing or of another kind. */
+int fl__etcd_txn_result(const struct fl__etcd_reply *rp, const json_t *txn, bool *succeeded);
+int fl__etcd_txn_resp(const struct fl__etcd_reply *rp, const json_t *txn, size_t i,
+                      const char *kind, json_t **out);
+
+/* ---- building requests (reply.c) ----
+ * Every builder returns a new reference, or NULL when out of memory (or
+ * when given a NULL part: NULLs propagate, so a request built from parts is
+ * NULL if any part failed, and the caller tests once).  Numbers are written
+ * as decimal strings from uint64_t values, never from something missing: a
+ * request can never carry "null" (which the gateway reads as 0: a put with
+ * lease 0 would make a lock key that never expires). */
+json_t *fl__etcd_b64(const void *p, size_t n);
+json_t *fl__etcd_num(uint64_t v);
+/* Compares: target CREATE/MOD revision, VALUE, LEASE; result "EQUAL",
+ * "GREATER", "LESS", "NOT_EQUAL". */
+json_t *fl__etcd_cmp_rev(const void *key, size_t klen, const char *target, const char *result,
+                         uint64_t rev);
+json_t *fl__etcd_cmp_value(const void *key, size_t klen, const char *result, const void *v,
+                           size_t vlen);
+json_t *fl__etcd_cmp_lease(const void *key, size_t klen, const char *result, uint64_t lease);
+/* Operations inside a Txn. */
+json_t *fl__etcd_op_put(const void *key, size_t klen, const void *v, size_t vlen, uint64_t lease,
+                        bool prev_kv);
+/* A put that keeps the value and moves the key to lease (must be > 0). */
+json_t *fl__etcd_op_put_lease(const void *key, size_t klen, uint64_t lease);
+json_t *fl__etcd_op_range(const void *key, size_t klen);
+json_t *fl__etcd_op_delete(const void *key, size_t klen, bool prev_kv);
+json_t *fl__etcd_op_txn(json_t *txn);
+/* A Txn: compare, success, failure are arrays (stolen; NULL: an empty one). */
+json_t *fl__etcd_txn(json_t *compare, json_t *success, json_t *failure);
+/* An array of the given new references, ended by FL__ETCD_END (stolen). */
+json_t *fl__etcd_list(json_t *first, ...);
+#define FL__ETCD_END ((json_t *)NULL) /* a typed end: a bare NULL may be an int */
+
+/* ---- leases ---- */
+/* Grant a lease of ttl seconds: *id and *granted (the TTL etcd gave: never
+ * below its minimum).  Repeatable (a lost grant is a lease nobody uses). */
+int fl__etcd_grant(struct fl__etcd_client *c, uint64_t ttl, uint64_t *id, uint64_t *granted);
+/* Renew lease id to its granted TTL: *ttl gets it, 0 when the lease no
+ * longer exists. */
+int fl__etcd_keepalive(struct fl__etcd_client *c, uint64_t id, uint64_t *ttl);
+/* Revoke lease id; a lease that no longer exists is 0. */
+int fl__etcd_revoke(struct fl__etcd_client *c, uint64_t id);
+/* Time left on lease id (seconds, 0 if gone) and its granted TTL. */
+int fl__etcd_timetolive(struct fl__etcd_client *c, uint64_t id, int64_t *left,
+                        uint64_t *granted);
+
+/* ---- keys: PREFIX/kind/name (backend.c, LAYOUT) ---- */
+#define FL__ETCD_KEY_MAX (FL__ETCD_PREFIX_MAX + 16 + 256)
+/* Write PREFIX/kind/name (kind NULL: PREFIX/name) into buf; returns the
+ * length.  name is name_len bytes. */
+size_t fl__etcd_key(const struct fl__etcd_client *c, const char *kind, const void *name,
+                    size_t name_len, char buf[FL__ETCD_KEY_MAX]);
+
+/* ---- range over a prefix, for inspection ---- */
+/* Every kv whose key starts with PREFIX/kind/, in key order, at most max:
+ * *kvs (malloc'd array, each freed with fl__etcd_kv_free) and *n; value_max
+ * 0 asks for the keys only. */
+int fl__etcd_range_prefix(struct fl__etcd_client *c, const char *kind, size_t value_max,
+                          uint32_t max, struct fl__etcd_kv **kvs, uint32_t *n,
+                          uint64_t *revision);
+void fl__etcd_kvs_free(struct fl__etcd_kv *kvs, uint32_t n);
+
+/* ---- the watch stream (watch.c) ---- */
+struct fl__etcd_watch;
+/* Watch key for deletions from revision start_rev on, on the preferred
+ * endpoint (the next ones if it cannot connect).  0 or an error. */
+int fl__etcd_watch_open(struct fl__etcd_client *c, const void *key, size_t klen,
+                        uint64_t start_rev, struct fl__etcd_watch **out);
+/* What fl__etcd_watch_wait saw. */
+#define FL__WATCH_TIMEOUT 0  /* nothing until the timeout */
+#define FL__WATCH_DELETED 1  /* the key was deleted (or the watch was compacted:
+                                look again) */
+#define FL__WATCH_FD 2       /* extra_fd became readable */
+#define FL__WATCH_LOST 3     /* the stream ended or broke: look again later */
+/* Sleep until one of the above, at most timeout_ms; extra_fd (-1: none) is
+ * polled alongside. */
+int fl__etcd_watch_wait(struct fl__etcd_watch *w, int extra_fd, int timeout_ms);
+void fl__etcd_watch_close(struct fl__etcd_watch *w);
+
+/* ---- the token epoch (epoch.c) ---- */
+/* Tokens are epoch << FL__ETCD_EPOCH_SHIFT | create_revision. */
+#define FL__ETCD_EPOCH_SHIFT 40
+#define FL__ETCD_REV_LIMIT (1ull << FL__ETCD_EPOCH_SHIFT)
+#define FL__ETCD_EPOCH_LIMIT (1ull << (63 - FL__ETCD_EPOCH_SHIFT)) /* epochs are below */
+#define FL__ETCD_EPOCH_TEXT_MAX 24
+/* Read PREFIX/epoch into c->epoch; with create, make it 1 if absent.
+ * *epoch gets it (0: absent and not created). */
+int fl__etcd_epoch_load(struct fl__etcd_client *c, bool create, uint64_t *epoch);
+/* Parse an epoch value ("N", 1 .. FL__ETCD_EPOCH_LIMIT - 1): 0 or -EPROTO. */
+int fl__etcd_epoch_parse(const struct fl__etcd_reply *rp, const struct fl__etcd_kv *kv,
+                         uint64_t *epoch);
+/* Take a newer epoch read from the cluster into c->epoch (never lower):
+ * 0, or -ENOTRECOVERABLE if it is lower than the one known. */
+int fl__etcd_epoch_note(struct fl__etcd_client *c, uint64_t epoch);
+/* The operator's command after a restore: set the epoch to
+ * max(current + 1, at_least) (created if absent).  *before and *after get
+ * both.  -EOVERFLOW past FL__ETCD_EPOCH_LIMIT - 1. */
+int fl__etcd_epoch_bump(struct fl__etcd_client *c, uint64_t at_least, uint64_t *before,
+                        uint64_t *after);
+/* The history mark and check of a kv answer (rp->revision), against the
+ * mark seen_before read before the request was sent (http.c calls it): the
+ * mark is raised; with guard, an answer below it under the same epoch is
+ * -ENOTRECOVERABLE unless the epoch was bumped meanwhile. */
+int fl__etcd_history_check(struct fl__etcd_client *c, struct fl__etcd_reply *rp,
+                           uint64_t seen_before, bool guard);
+/* fl__etcd_post without the history check (epoch.c's own reads). */
+int fl__etcd_post_nocheck(struct fl__etcd_client *c, const char *path, const char *op,
+                          json_t *req, unsigned flags, struct fl__etcd_reply *rp);
+/* The pool: a curl handle with the client's options (NULL: out of memory),
+ * and its return. */
+CURL *fl__etcd_handle_get(struct fl__etcd_client *c);
+void fl__etcd_handle_put(struct fl__etcd_client *c, CURL *h);
+
+/* Monotonic time, ns, and the units the client converts between. */
+uint64_t fl__etcd_now_ns(void);
+#define FL__ETCD_NS_PER_S 1000000000ull
+#define FL__ETCD_NS_PER_MS 1000000ull
+#define FL__ETCD_MS_PER_S 1000ull
+/* Whole milliseconds in ns, rounded up (a wait never ends early). */
+#define FL__ETCD_CEIL_MS(ns) (((ns) + FL__ETCD_NS_PER_MS - 1) / FL__ETCD_NS_PER_MS)
+
+#endif /* FL_ETCD_CLIENT_H */

@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * epoch.c - the token epoch kept in the cluster, and the history check.
+ *
+ * TOKENS.  A token is epoch << 40 | create_revision (FL_TOKEN_EPOCH_SHIFT,
+ * as on shared memory): create_revision is the revision of the Txn that
+ * created the key's lock entry, greater than every earlier creation's
+ * because etcd's revision only grows; the epoch is the decimal value of
+ * PREFIX/epoch, which every acquire Txn compares (lock.c), so a token is
+ * never made under an epoch the cluster no longer holds.  A revision of
+ * 2^40 or more cannot be encoded: acquisition fails with -EOVERFLOW.
+ *
+ * RESTORES.  `etcdctl snapshot restore` brings back the data of the moment
+ * of the snapshot, revision included: creations after the restore reuse
+ * revisions already turned into tokens.  The epoch brings order back: after
+ * a restore, and before clients resume, the operator runs
+ *
+ *     fencelock etcd-epoch --region etcd://.../PREFIX --bump
+ *
+ * which sets the epoch to one more than the restored value (or to
+ * --at-least N when the cluster was restored from the same snapshot before,
+ * or its epoch bumped after the snapshot was taken: N must exceed every
+ * epoch ever used; `fencelock status` and `fencelock etcd-epoch` print it).
+ * Every token of the new epoch exceeds every token of the old one.
+ *
+ * A client that was running across the restore does not wait for the
+ * operator: every linearizable kv answer carries the cluster's revision,
+ * and the client keeps the greatest epoch << 40 | revision it has seen (the
+ * history mark).  An acquire whose answer is below the mark taken before
+ * its request was sent (FL__ETCD_GUARD) means the cluster went back; the
+ * client then reads the epoch again, and if it was not bumped the acquire
+ * fails with -ENOTRECOVERABLE ("fail closed") rather than hand out a token
+ * not greater than one it has seen.  Other answers only raise the mark: a
+ * commit or a read on a restored cluster is what etcd's data says.  A client
+ * started after the restore has seen nothing: only the bump protects it.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "client.h"
+
+int fl__etcd_epoch_parse(const struct fl__etcd_reply *rp, const struct fl__etcd_kv *kv,
+                         uint64_t *epoch)
+{
+    *epoch = 0;
+    uint64_t v = 0;
+    if (kv->value_len == 0 || kv->value_len > 7)
+        goto bad;
+    for (size_t i = 0; i < kv->value_len; i++) {
+        if (kv->value[i] < '0' || kv->value[i] > '9')
+            goto bad;
+        v = v * 10 + (uint64_t)(kv->value[i] - '0');
+    }
+    if (v == 0 || v >= FL__ETCD_EPOCH_LIMIT)
+        goto bad;
+    *epoch = v;
+    return 0;
+bad:
+    return fl__etcd_fail(-EPROTO,
+                         "etcd %s: the epoch key holds '%.*s', not an epoch in 1..%llu",
+                         rp->endpoint, (int)(kv->value_len > 40 ? 40 : kv->value_len),
+                         kv->value ? (const char *)kv->value : "",
+                         (unsigned long long)FL__ETCD_EPOCH_LIMIT - 1);
+}
+
+int fl__etcd_epoch_note(struct fl__etcd_client *c, uint64_t epoch)
+{
+    /* relaxed: the epoch is a cache of the cluster's value; etcd compares it */
+    uint64_t have = atomic_load_explicit(&c->epoch, memory_order_relaxed);
+    while (epoch > have)
+        if (atomic_compare_exchange_weak_explicit(&c->epoch, &have, epoch, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return 0;
+    if (epoch < have)
+        return fl__etcd_fail(-ENOTRECOVERABLE,
+                             "etcd %s: the token epoch went back from %" PRIu64 " to %" PRIu64
+                             " (the cluster was restored from an earlier snapshot?): run "
+                             "`fencelock etcd-epoch --region URI --bump --at-least %" PRIu64
+                             "` before clients resume",
+                             c->uri.prefix, have, epoch, have + 1);
+    return 0;
+}
+
+/* One linearizable read of PREFIX/epoch (no history check: the check calls
+ * it).  *epoch 0 when absent; *rev the answer's revision. */
+static int fl__epoch_read(struct fl__etcd_client *c, uint64_t *epoch, uint64_t *mod_rev,
+                          uint64_t *rev)
+{
+    char key[FL__ETCD_KEY_MAX];
+    size_t klen = fl__etcd_key(c, NULL, "epoch", 5, key);
+    json_t *req = json_pack("{s:o}", "key", fl__etcd_b64(key, klen));
+    struct fl__etcd_reply rp;
+    int err = fl__etcd_post_nocheck(c, "/v3/kv/range", "range epoch", req, FL__ETCD_IDEMPOTENT,
+                                    &rp);
+    json_decref(req);
+    if (err == -EREMOTEIO)
+        err = fl__etcd_refusal(&rp);
+    *epoch = 0;
+    *mod_rev = 0;
+    *rev = 0;
+    json_t *hdr = NULL;
+    if (!err)
+        err = fl__etcd_obj(&rp, rp.body, "header", &hdr);
+    if (!err)
+        err = fl__etcd_u64(&rp, hdr, "revision", rev);
+    struct fl__etcd_kv kv;
+    int found = err ? err : fl__etcd_range_first(&rp, rp.body, 64, &kv);
+    if (found == 1) {
+        err = fl__etcd_epoch_parse(&rp, &kv, epoch);
+        *mod_rev = kv.mod_revision;
+        fl__etcd_kv_free(&kv);
+    } else if (found < 0)
+        err = found;
+    fl__etcd_reply_free(&rp);
+    return err;
+}
+
+static void fl__mark_raise(struct fl__etcd_client *c, uint64_t mark)
+{
+    /* release: pairs with the acquire load in fl__etcd_post (a mark read
+     * before a request is one some earlier answer established) */
+    uint64_t have = atomic_load_explicit(&c->seen, memory_order_relaxed);
+    while (mark > have)
+        if (atomic_compare_exchange_weak_explicit(&c->seen, &have, mark, memory_order_release,
+                                                  memory_order_relaxed))
+            break;
+}
+
+int fl__etcd_history_check(struct fl__etcd_client *c, struct fl__etcd_reply *rp,
+                           uint64_t seen_before, bool guard)
+{
+    uint64_t epoch = atomic_load_explicit(&c->epoch, memory_order_relaxed);
+    uint64_t rev = rp->revision;
+    if (epoch == 0 || rev >= FL__ETCD_REV_LIMIT)
+        return 0; /* no epoch yet (nothing handed out); or acquire says -EOVERFLOW */
+    uint64_t mark = epoch << FL__ETCD_EPOCH_SHIFT | rev;
+    if (mark >= seen_before) {
+        fl__mark_raise(c, mark);
+        return 0;
+    }
+    if (!guard)
+        return 0; /* only an answer that numbers a token must not be below */
+    /* Below what was seen before the request left.  Either the epoch was
+     * bumped (after a restore: revisions restart lower under a greater
+     * epoch) and this client has not read it yet, or the cluster went back
+     * under the same epoch. */
+    uint64_t now_epoch = 0, mod_rev = 0, now_rev = 0;
+    int err = fl__epoch_read(c, &now_epoch, &mod_rev, &now_rev);
+    if (err)
+        return err;
+    if (now_epoch > epoch) {
+        err = fl__etcd_epoch_note(c, now_epoch);
+        if (err)
+            return err;
+        fl__mark_raise(c, now_epoch << FL__ETCD_EPOCH_SHIFT | rev);
+        return 0;
+    }
+    return fl__etcd_fail(-ENOTRECOVERABLE,
+                         "etcd %s: the cluster went back in time: revision %" PRIu64
+                         " after %" PRIu64 " under the same token epoch %" PRIu64
+                         " (restored from a snapshot?); no token can be handed out safely "
+                         "until the epoch is bumped: `fencelock etcd-epoch --region URI "
+                         "--bump` (docs/etcd.md, Restoring a snapshot)",
+                         rp->endpoint, rev,
+                         (uint64_t)(seen_before & (FL__ETCD_REV_LIMIT - 1)), epoch);
+}
+
+int fl__etcd_epoch_load(struct fl__etcd_client *c, bool create, uint64_t *epoch)
+{
+    char key[FL__ETCD_KEY_MAX];
+    size_t klen = fl__etcd_key(c, NULL, "epoch", 5, key);
+    uint64_t e = 0, mod_rev = 0, rev = 0;
+    int err = fl__epoch_read(c, &e, &mod_rev, &rev);
+    if (err)
+        return err;
+    if (e == 0 && create) {
+        /* The first client of a prefix makes epoch 1; a racing one reads it.
+         * Repeatable: a repeated creation fails its compare and reads. */
+        json_t *req = fl__etcd_txn(
+            fl__etcd_list(fl__etcd_cmp_rev(key, klen, "CREATE", "EQUAL", 0), FL__ETCD_END),
+            fl__etcd_list(fl__etcd_op_put(key, klen, "1", 1, 0, false), FL__ETCD_END),
+            fl__etcd_list(fl__etcd_op_range(key, klen), FL__ETCD_END));
+        struct fl__etcd_reply rp;
+        err = fl__etcd_post_nocheck(c, "/v3/kv/txn", "txn create epoch", req,
+                                    FL__ETCD_REPEATABLE, &rp);
+        json_decref(req);
+        if (err == -EREMOTEIO)
+            err = fl__etcd_refusal(&rp);
+        bool ok = false;
+        if (!err)
+            err = fl__etcd_txn_result(&rp, rp.body, &ok);
+        if (!err && ok)
+            e = 1;
+        else if (!err) {
+            json_t *range = NULL;
+            struct fl__etcd_kv kv;
+            err = fl__etcd_txn_resp(&rp, rp.body, 0, "response_range", &range);
+            int found = err ? err : fl__etcd_range_first(&rp, range, 64, &kv);
+            if (found == 1) {
+                err = fl__etcd_epoch_parse(&rp, &kv, &e);
+                fl__etcd_kv_free(&kv);
+            } else if (found == 0)
+                err = fl__etcd_fail(-EPROTO, "etcd %s: the epoch key is absent, yet its "
+                                             "creation failed", rp.endpoint);
+            else
+                err = found;
+        }
+        fl__etcd_reply_free(&rp);
+        if (err)
+            return err;
+    }
+    if (e) {
+        err = fl__etcd_epoch_note(c, e);
+        if (err)
+            return err;
+        if (rev < FL__ETCD_REV_LIMIT)
+            fl__mark_raise(c, e << FL__ETCD_EPOCH_SHIFT | rev);
+    }
+    *epoch = e;
+    return 0;
+}
+
+int fl__etcd_epoch_bump(struct fl__etcd_client *c, uint64_t at_least, uint64_t *before,
+                        uint64_t *after)
+{
+    char key[FL__ETCD_KEY_MAX];
+    size_t klen = fl__etcd_key(c, NULL, "epoch", 5, key);
+    for (int round = 0; round < 16; round++) {
+        uint64_t e = 0, mod_rev = 0, rev = 0;
+        int err = fl__epoch_read(c, &e, &mod_rev, &rev);
+        if (err)
+            return err;
+        uint64_t next = e + 1 > at_least ? e + 1 : at_least;
+        if (next >= FL__ETCD_EPOCH_LIMIT)
+            return fl__etcd_fail(-EOVERFLOW, "etcd %s: epoch %" PRIu64 " would pass the last "
+                                             "one (%llu)", c->uri.prefix, next,
+                                 (unsigned long long)FL__ETCD_EPOCH_LIMIT - 1);
+        char text[FL__ETCD_EPOCH_TEXT_MAX];
+        int tlen = snprintf(text, sizeof text, "%" PRIu64, next);
+        /* Only from the value read: two operators bumping at once make two
+         * steps, never one value twice.  Not repeated after a timeout (the
+         * caller sees -EAGAIN and reads the epoch to learn). */
+        json_t *cmp = e ? fl__etcd_cmp_rev(key, klen, "MOD", "EQUAL", mod_rev)
+                        : fl__etcd_cmp_rev(key, klen, "CREATE", "EQUAL", 0);
+        json_t *req = fl__etcd_txn(fl__etcd_list(cmp, FL__ETCD_END),
+                                   fl__etcd_list(fl__etcd_op_put(key, klen, text, (size_t)tlen, 0,
+                                                                 false),
+                                                 FL__ETCD_END),
+                                   NULL);
+        struct fl__etcd_reply rp;
+        err = fl__etcd_post_nocheck(c, "/v3/kv/txn", "txn bump epoch", req, FL__ETCD_ONCE,
+                                    &rp);
+        json_decref(req);
+        if (err == -EREMOTEIO)
+            err = fl__etcd_refusal(&rp);
+        bool ok = false;
+        if (!err)
+            err = fl__etcd_txn_result(&rp, rp.body, &ok);
+        fl__etcd_reply_free(&rp);
+        if (err)
+            return err;
+        if (ok) {
+            *before = e;
+            *after = next;
+            /* The bump is this client's newest knowledge: take it (an
+             * epoch read lower than ours would fail closed). */
+            atomic_store_explicit(&c->epoch, next, memory_order_relaxed);
+            atomic_store_explicit(&c->seen, next << FL__ETCD_EPOCH_SHIFT, memory_order_release);
+            return 0;
+        }
+    }
+    return fl__etcd_fail(-EBUSY, "etcd %s: the epoch kept changing while it was bumped",
+                         c->uri.prefix);
+}

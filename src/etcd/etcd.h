@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * etcd.h - the etcd backend's own state and its layers (lock.c, record.c,
+ * inspect.c, backend.c), above the client (client.h).  Not installed.
+ *
+ * LAYOUT.  Under the region URI's PREFIX, four kinds of keys:
+ *
+ *   PREFIX/epoch       "N": the token epoch (epoch.c), 1 .. 2^23 - 1
+ *   PREFIX/lock/KEY    "E PID HOST", attached to the holder's etcd lease:
+ *                      exists while KEY is held.  E is the epoch it was
+ *                      created under; its create_revision r makes the
+ *                      token E << 40 | r.  etcd deletes it when the lease
+ *                      ends: that is a lease expiry.
+ *   PREFIX/last/KEY    how the latest holding of KEY stands, written in the
+ *                      same Txns (no lease: it outlives holders):
+ *                        "H E"     held (or expired while held): written by
+ *                                  the acquire Txn, so its mod_revision is r
+ *                                  and the holding's token is E << 40 | r
+ *                        "R T"     released by its holder (T: %020 token)
+ *                        "D T"     abandoned by fl_close (as a death: the next
+ *                                  holder sees FL_LEASE_OWNER_DIED)
+ *                      An acquire that finds "H ..." in it (prev_kv) took over
+ *                      a holding that ended without release:
+ *                      FL_LEASE_EXPIRED.  It also says which tokens KEY
+ *                      issued (fl_commit_token).
+ *   PREFIX/rec/NAME    KEY NUL %020(T) DATA: the record's binding, the
+ *                      greatest token it accepted, its value (record.c).
+ *
+ * etcd keys are bytes; KEY and NAME are the caller's bytes (1..FL_KEY_MAX,
+ * no NUL).  PREFIX's rules (uri.c) keep prefixes from sharing keys.
+ *
+ * THREADS.  A handle may be shared by threads.  Requests run outside any
+ * lock (the client is thread-safe); the handle's key table and inspection
+ * snapshot are under `lock`, which is never held across a request.
+ */
+#ifndef FL_ETCD_H
+#define FL_ETCD_H
+
+#include "client.h"
+#include "internal.h"
+
+/* Largest record value: etcd takes requests up to 1.5 MiB by default, and
+ * a commit Txn carries the value twice (the nested form, record.c). */
+#define FL__ETCD_RECORD_MAX (512u << 10)
+/* KEY NUL %020(T) before the data. */
+#define FL__ETCD_TOKEN_DIGITS 20
+#define FL__ETCD_RECORD_HDR_MAX (FL_KEY_MAX + 1 + FL__ETCD_TOKEN_DIGITS)
+/* etcd's largest lease TTL (seconds: MaxLeaseTTL). */
+#define FL__ETCD_TTL_MAX 9000000000ull
+/* Keys a handle interns (its fl_lease.slot numbers); never shrunk. */
+#define FL__ETCD_KEYS_MAX (1u << 20)
+/* A lock value "E PID HOST". */
+#define FL__ETCD_HOSTNAME_MAX 64
+#define FL__ETCD_LOCK_VALUE_MAX (FL__ETCD_EPOCH_TEXT_MAX + 12 + FL__ETCD_HOSTNAME_MAX)
+/* A marker "H E" or "R %020T". */
+#define FL__ETCD_MARK_MAX 32
+/* Inspection: at most this many keys and records in a snapshot. */
+#define FL__ETCD_SNAP_MAX 100000u
+
+/* One key this handle has used: index = fl_lease.slot. */
+struct fl__etcd_key {
+    uint32_t len;
+    char name[FL_KEY_MAX + 1];
+    /* Under fl__etcd.lock: */
+    uint64_t newest;     /* greatest token of the key this handle has seen */
+    uint64_t held_token; /* this handle's latest acquisition (0: none) */
+    uint64_t held_lease; /* ... its etcd lease (renew may move it) */
+    uint32_t held_tid;   /* ... and the thread that made it (-EDEADLK) */
+};
+
+/* What inspect.c keeps between fl_region_info_get and the per-index calls. */
+struct fl__etcd_snap;
+
+struct fl__etcd {
+    struct fl__etcd_client c;
+    bool readonly;
+    uint32_t pid;
+    char host[FL__ETCD_HOSTNAME_MAX + 1];
+    /* etcd's minimum lease TTL, learnt from grants it raised (0: not seen).
+     * relaxed: a hint that saves a lease move in renew. */
+    _Atomic uint64_t min_ttl;
+
+    pthread_mutex_t lock; /* the key table and snap */
+    struct fl__etcd_key **keys;
+    uint32_t nkeys, kcap;
+    uint32_t *index; /* open addressing: key index + 1, 0 empty */
+    uint32_t index_cap;
+    struct fl__etcd_snap *snap;
+};
+
+/* A holding, as the lower layers see it (backend.c maps it to fl_lease). */
+struct fl__etcd_lease {
+    uint64_t token;
+    uint64_t deadline_ns;
+    uint64_t lease_id;
+    uint32_t slot;
+    uint32_t flags;
+};
+
+/* backend.c */
+int fl__etcd_open(const char *uri, bool readonly, struct fl__etcd **out);
+void fl__etcd_close(struct fl__etcd *e);
+
+/* lock.c */
+int fl__etcd_acquire(struct fl__etcd *e, const char *key, uint64_t lease_ns, int64_t timeout_ns,
+                     fl_cancel *cancel, struct fl__etcd_lease *out);
+int fl__etcd_renew(struct fl__etcd *e, struct fl__etcd_lease *l, uint64_t lease_ns);
+int fl__etcd_release(struct fl__etcd *e, const struct fl__etcd_lease *l);
+int fl__etcd_check(struct fl__etcd *e, const struct fl__etcd_lease *l);
+/* fl_close: release every holding of the handle as abandoned ("D"). */
+void fl__etcd_abandon_all(struct fl__etcd *e);
+/* The key of slot (copied, NUL-terminated) and the newest token this
+ * handle knows of it: 0 or -EINVAL (no such slot). */
+int fl__etcd_slot_key(struct fl__etcd *e, uint32_t slot, char key[FL_KEY_MAX + 1],
+                      uint64_t *newest);
+/* The newest token key issued, read from its marker (0 never acquired),
+ * and the marker's mod_revision. */
+int fl__etcd_newest(struct fl__etcd *e, const char *key, size_t len, uint64_t *newest,
+                    uint64_t *mark_rev);
+/* Raise the handle's knowledge of key's newest token (if it has the key). */
+void fl__etcd_note_newest(struct fl__etcd *e, const char *key, size_t len, uint64_t token);
+/* Parse a marker value: 0 with *state ('H', 'R', 'D') and *token (for H,
+ * E << 40 | mod_rev), or -EPROTO. */
+int fl__etcd_mark_parse(const struct fl__etcd_reply *rp, const struct fl__etcd_kv *kv,
+                        char *state, uint64_t *token);
+/* Parse a lock value: the epoch and pid in it, or -EPROTO. */
+int fl__etcd_lock_parse(const struct fl__etcd_reply *rp, const struct fl__etcd_kv *kv,
+                        uint64_t *epoch, uint32_t *pid);
+
+/* record.c */
+int fl__etcd_commit(struct fl__etcd *e, const struct fl__etcd_lease *l, const char *record,
+                    const void *data, size_t len, unsigned flags, uint64_t *accepted);
+int fl__etcd_commit_token(struct fl__etcd *e, const char *key, uint64_t token,
+                          const char *record, const void *data, size_t len, unsigned flags,
+                          uint64_t *accepted);
+int fl__etcd_read(struct fl__etcd *e, const char *record, void *buf, size_t cap, size_t *len,
+                  uint64_t *fence);
+/* Split a record value into its bound key, token and data: 0 or -EPROTO. */
+int fl__etcd_record_parse(const struct fl__etcd_reply *rp, const unsigned char *v, size_t n,
+                          size_t *key_len, uint64_t *token, size_t *data_off);
+
+/* inspect.c */
+int fl__etcd_region_info(struct fl__etcd *e, fl_region_info *info);
+int fl__etcd_lock_info(struct fl__etcd *e, uint32_t index, fl_lock_info *info);
+int fl__etcd_record_info(struct fl__etcd *e, uint32_t index, fl_record_info *info);
+void fl__etcd_snap_free(struct fl__etcd_snap *s);
+
+/* The calling thread's id (cached). */
+uint32_t fl__etcd_tid(void);
+
+#endif /* FL_ETCD_H */

@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * inspect.c - fl_region_info_get, fl_lock_info_get and fl_record_info_get
+ * on etcd, for `fencelock status`.
+ *
+ * etcd has no fixed tables, so fl_region_info_get takes a snapshot: one
+ * range over PREFIX/last/ and PREFIX/lock/ (every key ever acquired, and
+ * those held now) and one over PREFIX/rec/ (names only); index i of the
+ * other two calls is the i-th key or record of the latest snapshot, in key
+ * order (-ERANGE past it).  fl_lock_info_get asks etcd for the holder's
+ * lease time left; fl_record_info_get reads the record.  What only a region
+ * file knows (capacities, counters, clients, the supervisor) stays 0, the
+ * value that means "unknown".
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "etcd.h"
+
+struct fl__etcd_snap_lock {
+    char key[FL_KEY_MAX + 1];
+    bool valid;     /* a key fencelock could have written */
+    bool held;      /* PREFIX/lock/KEY exists */
+    uint64_t holder_token, lease;
+    uint32_t pid;
+    char mark;      /* 'H', 'R', 'D', or 0 (no marker) */
+    uint64_t mark_token;
+};
+
+struct fl__etcd_snap {
+    uint32_t nlocks, nrecs;
+    struct fl__etcd_snap_lock *locks;
+    char (*recs)[FL_KEY_MAX + 1];
+    bool *rec_valid;
+};
+
+void fl__etcd_snap_free(struct fl__etcd_snap *s)
+{
+    if (!s)
+        return;
+    free(s->locks);
+    free(s->recs);
+    free(s->rec_valid);
+    free(s);
+}
+
+/* The name after PREFIX/kind/ in kv's key (0: not a valid name). */
+static size_t fl__name_of(const struct fl__etcd *e, const char *kind,
+                          const struct fl__etcd_kv *kv, char out[FL_KEY_MAX + 1])
+{
+    size_t skip = e->c.uri.prefix_len + strlen(kind) + 2;
+    out[0] = '\0';
+    if (kv->key_len <= skip || kv->key_len - skip > FL_KEY_MAX)
+        return 0;
+    size_t n = kv->key_len - skip;
+    if (memchr(kv->key + skip, '\0', n))
+        return 0;
+    memcpy(out, kv->key + skip, n);
+    out[n] = '\0';
+    return n;
+}
+
+static int fl__by_key(const void *a, const void *b)
+{
+    return strcmp(((const struct fl__etcd_snap_lock *)a)->key,
+                  ((const struct fl__etcd_snap_lock *)b)->key);
+}
+
+/* Reply context for parse messages of snapshot entries. */
+static const struct fl__etcd_reply *fl__ctx(const char *op)
+{
+    static _Thread_local struct fl__etcd_reply rp;
+    rp.op = op;
+    snprintf(rp.endpoint, sizeof rp.endpoint, "(snapshot)");
+    return &rp;
+}
+
+int fl__etcd_region_info(struct fl__etcd *e, fl_region_info *info)
+{
+    memset(info, 0, sizeof *info);
+    uint64_t epoch = 0, rev = 0, rev2 = 0, rev3 = 0;
+    int err = fl__etcd_epoch_load(&e->c, false, &epoch);
+    if (err)
+        return err;
+    struct fl__etcd_kv *marks = NULL, *locks = NULL, *recs = NULL;
+    uint32_t nm = 0, nl = 0, nr = 0;
+    err = fl__etcd_range_prefix(&e->c, "last", FL__ETCD_MARK_MAX, FL__ETCD_SNAP_MAX, &marks, &nm,
+                                &rev);
+    if (!err)
+        err = fl__etcd_range_prefix(&e->c, "lock", FL__ETCD_LOCK_VALUE_MAX, FL__ETCD_SNAP_MAX,
+                                    &locks, &nl, &rev2);
+    if (!err)
+        err = fl__etcd_range_prefix(&e->c, "rec", 0, FL__ETCD_SNAP_MAX, &recs, &nr, &rev3);
+    struct fl__etcd_snap *s = err ? NULL : calloc(1, sizeof *s);
+    if (!err && !s)
+        err = fl__fail(-ENOMEM, "out of memory");
+    if (!err) {
+        s->locks = calloc((size_t)nm + nl + 1, sizeof *s->locks);
+        s->recs = calloc((size_t)nr + 1, sizeof *s->recs);
+        s->rec_valid = calloc((size_t)nr + 1, sizeof *s->rec_valid);
+        if (!s->locks || !s->recs || !s->rec_valid)
+            err = fl__fail(-ENOMEM, "out of memory");
+    }
+    /* Every marker is a key; held keys without one (not written by this
+     * version) are added. */
+    for (uint32_t i = 0; !err && i < nm; i++) {
+        struct fl__etcd_snap_lock *l = &s->locks[s->nlocks++];
+        l->valid = fl__name_of(e, "last", &marks[i], l->key) > 0;
+        if (l->valid && fl__etcd_mark_parse(fl__ctx("status"), &marks[i], &l->mark,
+                                            &l->mark_token) != 0)
+            l->mark = '?';
+    }
+    if (!err)
+        qsort(s->locks, s->nlocks, sizeof *s->locks, fl__by_key);
+    uint32_t base = s ? s->nlocks : 0;
+    for (uint32_t i = 0; !err && i < nl; i++) {
+        char name[FL_KEY_MAX + 1];
+        if (!fl__name_of(e, "lock", &locks[i], name))
+            continue;
+        struct fl__etcd_snap_lock probe = {0}, *l;
+        snprintf(probe.key, sizeof probe.key, "%s", name);
+        l = bsearch(&probe, s->locks, base, sizeof *s->locks, fl__by_key);
+        if (!l) {
+            l = &s->locks[s->nlocks++];
+            memcpy(l->key, name, sizeof l->key);
+            l->valid = true;
+        }
+        uint64_t ep = 0;
+        if (fl__etcd_lock_parse(fl__ctx("status"), &locks[i], &ep, &l->pid) == 0 &&
+            locks[i].create_revision < FL__ETCD_REV_LIMIT)
+            l->holder_token = ep << FL__ETCD_EPOCH_SHIFT | locks[i].create_revision;
+        l->held = true;
+        l->lease = locks[i].lease;
+    }
+    if (!err)
+        qsort(s->locks, s->nlocks, sizeof *s->locks, fl__by_key);
+    for (uint32_t i = 0; !err && i < nr; i++) {
+        s->rec_valid[s->nrecs] = fl__name_of(e, "rec", &recs[i], s->recs[s->nrecs]) > 0;
+        s->nrecs++;
+    }
+    fl__etcd_kvs_free(marks, nm);
+    fl__etcd_kvs_free(locks, nl);
+    fl__etcd_kvs_free(recs, nr);
+    if (err) {
+        fl__etcd_snap_free(s);
+        return err;
+    }
+    pthread_mutex_lock(&e->lock);
+    fl__etcd_snap_free(e->snap);
+    e->snap = s;
+    pthread_mutex_unlock(&e->lock);
+    if (rev3 > rev)
+        rev = rev3;
+    info->locks_used = s->nlocks;
+    info->records_used = s->nrecs;
+    info->record_size = FL__ETCD_RECORD_MAX;
+    info->epoch = epoch;
+    info->token_floor = epoch && rev + 1 < FL__ETCD_REV_LIMIT
+                            ? epoch << FL__ETCD_EPOCH_SHIFT | (rev + 1) : 0;
+    info->ready = epoch != 0; /* the first client of the prefix makes the epoch */
+    /* run_state, served, supervisor_pid, same_boot, boot_id: a supervisor's
+     * and a boot's, which etcd has neither of: 0, unknown. */
+    return 0;
+}
+
+int fl__etcd_lock_info(struct fl__etcd *e, uint32_t index, fl_lock_info *info)
+{
+    memset(info, 0, sizeof *info);
+    pthread_mutex_lock(&e->lock);
+    struct fl__etcd_snap_lock l;
+    bool have = e->snap && index < e->snap->nlocks;
+    if (have)
+        l = e->snap->locks[index];
+    pthread_mutex_unlock(&e->lock);
+    if (!have)
+        return fl__fail(-ERANGE, "fl_lock_info_get: index %" PRIu32 " is past the last "
+                                 "fl_region_info_get snapshot",
+                        index);
+    if (!l.valid)
+        return fl__fail(-ENOENT, "fl_lock_info_get: index %" PRIu32 ": not a key fencelock "
+                                 "writes", index);
+    memcpy(info->key, l.key, sizeof info->key);
+    info->token = l.holder_token > l.mark_token ? l.holder_token : l.mark_token;
+    if (l.mark == '?')
+        return fl__fail(-EPROTO, "fl_lock_info_get: key \"%s\": its marker is corrupt", l.key);
+    if (l.held) {
+        int64_t left = 0;
+        uint64_t granted = 0;
+        int err = fl__etcd_timetolive(&e->c, l.lease, &left, &granted);
+        if (err)
+            return err;
+        info->state = left > 0 ? FL_LOCK_HELD : FL_LOCK_EXPIRED;
+        info->lease_left_ns = left > 0 ? left * (int64_t)FL__NS_PER_S : -1;
+        info->holder_pid = l.pid;
+    } else
+        info->state = FL_LOCK_FREE;
+    if (l.mark == 'D')
+        info->last_release = FL_LEASE_OWNER_DIED;
+    else if (l.mark == 'H' && !l.held)
+        info->last_release = FL_LEASE_EXPIRED;
+    return 0;
+}
+
+int fl__etcd_record_info(struct fl__etcd *e, uint32_t index, fl_record_info *info)
+{
+    memset(info, 0, sizeof *info);
+    char name[FL_KEY_MAX + 1];
+    pthread_mutex_lock(&e->lock);
+    bool have = e->snap && index < e->snap->nrecs;
+    bool valid = have && e->snap->rec_valid[index];
+    if (have)
+        memcpy(name, e->snap->recs[index], sizeof name);
+    pthread_mutex_unlock(&e->lock);
+    if (!have)
+        return fl__fail(-ERANGE, "fl_record_info_get: index %" PRIu32 " is past the last "
+                                 "fl_region_info_get snapshot",
+                        index);
+    if (!valid)
+        return fl__fail(-ENOENT, "fl_record_info_get: index %" PRIu32 ": not a record name "
+                                 "fencelock writes", index);
+    char rec[FL__ETCD_KEY_MAX];
+    size_t rec_len = fl__etcd_key(&e->c, "rec", name, strlen(name), rec);
+    json_t *req = json_pack("{s:o}", "key", fl__etcd_b64(rec, rec_len));
+    struct fl__etcd_reply rp;
+    int err = fl__etcd_post(&e->c, "/v3/kv/range", "range record", req,
+                            FL__ETCD_IDEMPOTENT | FL__ETCD_KV, &rp);
+    json_decref(req);
+    if (err == -EREMOTEIO)
+        err = fl__etcd_refusal(&rp);
+    struct fl__etcd_kv kv;
+    int found = err ? err
+                    : fl__etcd_range_first(&rp, rp.body,
+                                           FL__ETCD_RECORD_HDR_MAX + FL__ETCD_RECORD_MAX, &kv);
+    if (found == 0)
+        err = fl__fail(-ENOENT, "record \"%s\" is gone since the snapshot", name);
+    else if (found < 0)
+        err = found;
+    else {
+        size_t kl = 0, off = 0;
+        uint64_t t = 0;
+        err = fl__etcd_record_parse(&rp, kv.value, kv.value_len, &kl, &t, &off);
+        if (!err) {
+            memcpy(info->name, name, sizeof info->name);
+            memcpy(info->bound_key, kv.value, kl);
+            info->bound_key[kl] = '\0';
+            info->accepted_token = t;
+            info->version = kv.version; /* puts since creation: accepted commits */
+            info->size = (uint32_t)(kv.value_len - off);
+            info->commits = kv.version;
+        }
+        fl__etcd_kv_free(&kv);
+    }
+    fl__etcd_reply_free(&rp);
+    return err;
+}

@@ -1,0 +1,1020 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lock.c - leased locks on etcd: acquire (try, timeout, wait forever,
+ * cancelable), renew, release, check, and the handle's key table.  The keys
+ * this code writes are laid out in etcd.h (LAYOUT).
+ *
+ * ACQUIRE is one Txn, after a lease grant:
+ *
+ *   compare  lock/KEY create_revision == 0       (nobody holds KEY)
+ *            epoch value == "E"                   (the epoch we number with)
+ *   success  put lock/KEY "E PID HOST" lease L
+ *            put last/KEY "H E" prev_kv           (how the last holding ended)
+ *   failure  range lock/KEY, range epoch
+ *
+ * Its revision r is the lock key's create_revision, and the token is
+ * E << 40 | r: strictly increasing per key (I1), since every later creation
+ * of lock/KEY happens at a greater revision, and every later epoch is
+ * greater.  The deadline is the local CLOCK_MONOTONIC time taken before the
+ * grant (or the latest keepalive) was sent, plus the TTL etcd granted: the
+ * lease cannot end at etcd before it, as etcd starts counting later (a
+ * leader change only restarts the count).  Clock rate differences between
+ * hosts are assumed negligible against a lease of whole seconds.
+ *
+ * A Txn whose answer was lost may be sent again to the next endpoint
+ * (FL__ETCD_REPEATABLE): a repetition that finds lock/KEY held by our own
+ * lease L knows the first attempt took effect, and returns that holding
+ * (L is unique to this call).  A lease left over from an attempt the caller
+ * never learned of ends by itself: at most one lease of waiting for others.
+ *
+ * WAITING.  A waiter keeps its lease L (renewed each time it wakes, or
+ * granted again when it ran out) and sleeps on a watch of lock/KEY's
+ * deletion from the revision after the failed Txn (watch.c): a release
+ * deletes the key, and so does etcd when the holder's lease ends.  Every
+ * waiter wakes (as on shared memory) and sends the Txn again.  The watch is
+ * an alarm clock only: the sleep also ends after a third of L's TTL (to
+ * renew L) and at most every FL__ETCD_SLICE_MS, and the Txn decides.  An
+ * fl_cancel's wake fd is polled with the watch: fl_cancel_trigger ends the
+ * sleep at once.
+ *
+ * RELEASE is one Txn:
+ *
+ *   compare  lock/KEY create_revision == r, lease == L
+ *   success  delete lock/KEY; put last/KEY "R T"
+ *   failure  Txn: compare  lock/KEY create_revision == 0  (gone: lease ended)
+ *                          last/KEY mod_revision == r      (nobody acquired since)
+ *                          last/KEY value == "H E"
+ *                 success  put last/KEY "R T"   (released normally, as on
+ *                                                shared memory: no other
+ *                                                holder can have overlapped)
+ *                 failure  range lock/KEY, range last/KEY
+ *
+ * then revokes L.  RENEW keeps L alive (keepalive, which renews to L's
+ * granted TTL) and then checks that lock/KEY is still this holding; when the
+ * caller asks for another length, it grants L2 and moves the key to it in a
+ * Txn comparing create_revision == r and lease == L, then revokes L.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "etcd.h"
+
+/* The longest a waiter sleeps before it looks at the key itself, in case a
+ * watch event was lost (a member stopped under the watch). */
+#define FL__ETCD_SLICE_MS 5000
+/* After a watch that could not be set up, or broke: wait this long, then
+ * this much more each time (up to the slice), before the next look. */
+#define FL__ETCD_BACKOFF_MS 20
+
+static uint64_t fl__rev(uint64_t token) { return token & (FL__ETCD_REV_LIMIT - 1); }
+static uint64_t fl__epoch_of(uint64_t token) { return token >> FL__ETCD_EPOCH_SHIFT; }
+
+uint32_t fl__etcd_tid(void)
+{
+    static _Thread_local uint32_t tid;
+    if (!tid)
+        tid = (uint32_t)syscall(SYS_gettid);
+    return tid;
+}
+
+/* ---- the key table ---- */
+
+static uint32_t fl__hash(const char *key, size_t len)
+{
+    uint64_t h = fl__checksum(key, len);
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+/* Find key (under e->lock): its index, or -ENOENT. */
+static int fl__find_locked(struct fl__etcd *e, const char *key, size_t len, uint32_t *idx)
+{
+    if (!e->index_cap)
+        return -ENOENT;
+    uint32_t mask = e->index_cap - 1;
+    for (uint32_t i = fl__hash(key, len) & mask;; i = (i + 1) & mask) {
+        uint32_t v = e->index[i];
+        if (!v)
+            return -ENOENT;
+        struct fl__etcd_key *k = e->keys[v - 1];
+        if (k->len == len && memcmp(k->name, key, len) == 0) {
+            *idx = v - 1;
+            return 0;
+        }
+    }
+}
+
+static int fl__grow_index_locked(struct fl__etcd *e)
+{
+    uint32_t cap = e->index_cap ? e->index_cap * 2 : 64;
+    uint32_t *idx = calloc(cap, sizeof *idx);
+    if (!idx)
+        return -ENOMEM;
+    for (uint32_t k = 0; k < e->nkeys; k++) {
+        struct fl__etcd_key *key = e->keys[k];
+        uint32_t i = fl__hash(key->name, key->len) & (cap - 1);
+        while (idx[i])
+            i = (i + 1) & (cap - 1);
+        idx[i] = k + 1;
+    }
+    free(e->index);
+    e->index = idx;
+    e->index_cap = cap;
+    return 0;
+}
+
+/* The slot of key, created on first use: 0, -ENOSPC, -ENOMEM. */
+static int fl__intern(struct fl__etcd *e, const char *key, size_t len, uint32_t *slot)
+{
+    pthread_mutex_lock(&e->lock);
+    int err = fl__find_locked(e, key, len, slot);
+    if (err != -ENOENT)
+        goto out;
+    if (e->nkeys >= FL__ETCD_KEYS_MAX) {
+        err = fl__fail(-ENOSPC, "etcd %s: this handle has used %u keys, its most: open "
+                                "another handle",
+                       e->c.uri.prefix, FL__ETCD_KEYS_MAX);
+        goto out;
+    }
+    if (e->nkeys == e->kcap) {
+        uint32_t cap = e->kcap ? e->kcap * 2 : 16;
+        struct fl__etcd_key **keys = realloc(e->keys, cap * sizeof(struct fl__etcd_key *));
+        if (!keys)
+            goto nomem;
+        e->keys = keys;
+        e->kcap = cap;
+    }
+    if ((e->nkeys + 1) * 2 > e->index_cap && fl__grow_index_locked(e) != 0)
+        goto nomem;
+    struct fl__etcd_key *k = calloc(1, sizeof *k);
+    if (!k)
+        goto nomem;
+    k->len = (uint32_t)len;
+    memcpy(k->name, key, len);
+    e->keys[e->nkeys] = k;
+    uint32_t mask = e->index_cap - 1;
+    uint32_t i = fl__hash(key, len) & mask;
+    while (e->index[i])
+        i = (i + 1) & mask;
+    e->index[i] = e->nkeys + 1;
+    *slot = e->nkeys++;
+    err = 0;
+    goto out;
+nomem:
+    err = fl__fail(-ENOMEM, "out of memory");
+out:
+    pthread_mutex_unlock(&e->lock);
+    return err;
+}
+
+int fl__etcd_slot_key(struct fl__etcd *e, uint32_t slot, char key[FL_KEY_MAX + 1],
+                      uint64_t *newest)
+{
+    pthread_mutex_lock(&e->lock);
+    int err = 0;
+    if (slot >= e->nkeys)
+        err = -EINVAL;
+    else {
+        memcpy(key, e->keys[slot]->name, e->keys[slot]->len + 1);
+        if (newest)
+            *newest = e->keys[slot]->newest;
+    }
+    pthread_mutex_unlock(&e->lock);
+    return err;
+}
+
+void fl__etcd_note_newest(struct fl__etcd *e, const char *key, size_t len, uint64_t token)
+{
+    uint32_t slot;
+    pthread_mutex_lock(&e->lock);
+    if (fl__find_locked(e, key, len, &slot) == 0 && e->keys[slot]->newest < token)
+        e->keys[slot]->newest = token;
+    pthread_mutex_unlock(&e->lock);
+}
+
+static void fl__note_slot(struct fl__etcd *e, uint32_t slot, uint64_t newest)
+{
+    pthread_mutex_lock(&e->lock);
+    if (e->keys[slot]->newest < newest)
+        e->keys[slot]->newest = newest;
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* The etcd lease of holding token at slot, as this handle knows it (0:
+ * unknown). */
+static uint64_t fl__held_lease(struct fl__etcd *e, uint32_t slot, uint64_t token,
+                               uint64_t hint)
+{
+    pthread_mutex_lock(&e->lock);
+    uint64_t l = hint;
+    if (slot < e->nkeys && e->keys[slot]->held_token == token && e->keys[slot]->held_lease)
+        l = e->keys[slot]->held_lease;
+    pthread_mutex_unlock(&e->lock);
+    return l;
+}
+
+static void fl__set_held(struct fl__etcd *e, uint32_t slot, uint64_t token, uint64_t lease)
+{
+    pthread_mutex_lock(&e->lock);
+    struct fl__etcd_key *k = e->keys[slot];
+    k->held_token = token;
+    k->held_lease = lease;
+    k->held_tid = fl__etcd_tid();
+    if (k->newest < token)
+        k->newest = token;
+    pthread_mutex_unlock(&e->lock);
+}
+
+static void fl__clear_held(struct fl__etcd *e, uint32_t slot, uint64_t token)
+{
+    pthread_mutex_lock(&e->lock);
+    if (slot < e->nkeys && e->keys[slot]->held_token == token) {
+        e->keys[slot]->held_token = 0;
+        e->keys[slot]->held_lease = 0;
+    }
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* ---- values ---- */
+
+static int fl__lock_value(const struct fl__etcd *e, uint64_t epoch, char *buf, size_t cap)
+{
+    return snprintf(buf, cap, "%" PRIu64 " %" PRIu32 " %s", epoch, e->pid, e->host);
+}
+
+int fl__etcd_lock_parse(const struct fl__etcd_reply *rp, const struct fl__etcd_kv *kv,
+                        uint64_t *epoch, uint32_t *pid)
+{
+    const unsigned char *v = kv->value;
+    size_t n = kv->value_len, i = 0;
+    uint64_t e = 0, p = 0;
+    while (i < n && i < 8 && v[i] >= '0' && v[i] <= '9')
+        e = e * 10 + (uint64_t)(v[i++] - '0');
+    if (i == 0 || i == n || v[i] != ' ' || e == 0 || e >= FL__ETCD_EPOCH_LIMIT)
+        goto bad;
+    size_t j = ++i;
+    while (i < n && i - j < 10 && v[i] >= '0' && v[i] <= '9')
+        p = p * 10 + (uint64_t)(v[i++] - '0');
+    if (i == j || p > UINT32_MAX)
+        goto bad;
+    *epoch = e;
+    *pid = (uint32_t)p;
+    return 0;
+bad:
+    return fl__fail(-EPROTO, "etcd %s %s: the lock key %.*s holds '%.*s', not \"EPOCH PID HOST\"",
+                    rp->endpoint, rp->op, (int)kv->key_len, (const char *)kv->key,
+                    (int)(n > 60 ? 60 : n), v ? (const char *)v : "");
+}
+
+int fl__etcd_mark_parse(const struct fl__etcd_reply *rp, const struct fl__etcd_kv *kv,
+                        char *state, uint64_t *token)
+{
+    const unsigned char *v = kv->value;
+    size_t n = kv->value_len;
+    uint64_t x = 0;
+    if (n < 3 || v[1] != ' ')
+        goto bad;
+    if (v[0] == 'H') {
+        if (n - 2 > 7)
+            goto bad;
+    } else if (v[0] == 'R' || v[0] == 'D') {
+        if (n - 2 != FL__ETCD_TOKEN_DIGITS)
+            goto bad;
+    } else
+        goto bad;
+    for (size_t i = 2; i < n; i++) {
+        if (v[i] < '0' || v[i] > '9')
+            goto bad;
+        x = x * 10 + (uint64_t)(v[i] - '0');
+        if (x > (uint64_t)INT64_MAX)
+            goto bad;
+    }
+    if (v[0] == 'H') {
+        if (x == 0 || x >= FL__ETCD_EPOCH_LIMIT || kv->mod_revision >= FL__ETCD_REV_LIMIT)
+            goto bad;
+        x = x << FL__ETCD_EPOCH_SHIFT | kv->mod_revision;
+    } else if (x == 0)
+        goto bad;
+    *state = (char)v[0];
+    *token = x;
+    return 0;
+bad:
+    return fl__fail(-EPROTO, "etcd %s %s: the marker %.*s holds '%.*s', not \"H EPOCH\", "
+                             "\"R TOKEN\" or \"D TOKEN\"",
+                    rp->endpoint, rp->op, (int)kv->key_len, (const char *)kv->key,
+                    (int)(n > 60 ? 60 : n), v ? (const char *)v : "");
+}
+
+/* The token of a lock key's holding (its epoch from the value). */
+static int fl__holder_token(const struct fl__etcd_reply *rp, const struct fl__etcd_kv *kv,
+                            uint64_t *token)
+{
+    uint64_t epoch;
+    uint32_t pid;
+    int err = fl__etcd_lock_parse(rp, kv, &epoch, &pid);
+    if (err)
+        return err;
+    if (kv->create_revision >= FL__ETCD_REV_LIMIT)
+        return fl__fail(-EOVERFLOW, "etcd %s: revision %" PRIu64 " does not fit a token "
+                                    "(2^40 or more): bump the epoch and compact",
+                        rp->endpoint, kv->create_revision);
+    *token = epoch << FL__ETCD_EPOCH_SHIFT | kv->create_revision;
+    return 0;
+}
+
+/* ---- leases ---- */
+
+static int fl__ttl(struct fl__etcd *e, uint64_t lease_ns, uint64_t *ttl)
+{
+    uint64_t s = lease_ns / FL__NS_PER_S + (lease_ns % FL__NS_PER_S != 0);
+    if (s > FL__ETCD_TTL_MAX)
+        return fl__fail(-EOVERFLOW, "etcd: a lease of %" PRIu64 " s is longer than etcd's "
+                                    "longest (%llu s)",
+                        s, (unsigned long long)FL__ETCD_TTL_MAX);
+    /* relaxed: a hint (etcd.h) */
+    uint64_t min = atomic_load_explicit(&e->min_ttl, memory_order_relaxed);
+    *ttl = s > min ? s : min;
+    return 0;
+}
+
+static void fl__note_granted(struct fl__etcd *e, uint64_t asked, uint64_t granted)
+{
+    if (granted > asked) /* etcd raised it to its minimum */
+        atomic_store_explicit(&e->min_ttl, granted, memory_order_relaxed);
+}
+
+/* Grant a lease for ttl: *id, *granted, and *base the local time taken
+ * before the request left (the deadline's origin). */
+static int fl__grant(struct fl__etcd *e, uint64_t ttl, uint64_t *id, uint64_t *granted,
+                     uint64_t *base)
+{
+    *base = fl__etcd_now_ns();
+    int err = fl__etcd_grant(&e->c, ttl, id, granted);
+    if (!err)
+        fl__note_granted(e, ttl, *granted);
+    return err;
+}
+
+/* Best effort: a lease we will not use (its key, if any, goes with it). */
+static void fl__drop_lease(struct fl__etcd *e, uint64_t id)
+{
+    if (!id)
+        return;
+    char saved[1024];
+    snprintf(saved, sizeof saved, "%s", fl_last_error());
+    (void)fl__etcd_revoke(&e->c, id); /* if it fails, the lease ends by itself */
+    fl__set_error("%s", saved);
+}
+
+/* ---- acquire ---- */
+
+struct fl__keys {
+    char lock[FL__ETCD_KEY_MAX], last[FL__ETCD_KEY_MAX], epoch[FL__ETCD_KEY_MAX];
+    size_t lock_len, last_len, epoch_len;
+};
+
+static void fl__keys_of(const struct fl__etcd *e, const char *key, size_t len,
+                        struct fl__keys *k)
+{
+    k->lock_len = fl__etcd_key(&e->c, "lock", key, len, k->lock);
+    k->last_len = fl__etcd_key(&e->c, "last", key, len, k->last);
+    k->epoch_len = fl__etcd_key(&e->c, NULL, "epoch", 5, k->epoch);
+}
+
+/* What one acquire Txn found.  fl__acquire_txn returns 0 with it, 1 when
+ * the lease ran out before the Txn was applied, or an error. */
+struct fl__try {
+    bool won;
+    uint64_t token;        /* won: ours; else the holder's (0: free) */
+    uint64_t holder_lease; /* !won: the holder's lease */
+    uint32_t flags;        /* won: FL_LEASE_* */
+    uint64_t revision;     /* the answer's revision (watch from the next one) */
+    bool epoch_moved;      /* !won and free: the epoch changed; try again */
+};
+
+static int fl__acquire_txn(struct fl__etcd *e, const struct fl__keys *k, uint64_t lease,
+                           struct fl__try *t)
+{
+    memset(t, 0, sizeof *t);
+    uint64_t epoch = atomic_load_explicit(&e->c.epoch, memory_order_relaxed);
+    char ev[FL__ETCD_EPOCH_TEXT_MAX], lv[FL__ETCD_LOCK_VALUE_MAX], mv[FL__ETCD_MARK_MAX];
+    int evn = snprintf(ev, sizeof ev, "%" PRIu64, epoch);
+    int lvn = fl__lock_value(e, epoch, lv, sizeof lv);
+    int mvn = snprintf(mv, sizeof mv, "H %" PRIu64, epoch);
+    json_t *req = fl__etcd_txn(
+        fl__etcd_list(fl__etcd_cmp_rev(k->lock, k->lock_len, "CREATE", "EQUAL", 0),
+                      fl__etcd_cmp_value(k->epoch, k->epoch_len, "EQUAL", ev, (size_t)evn), FL__ETCD_END),
+        fl__etcd_list(fl__etcd_op_put(k->lock, k->lock_len, lv, (size_t)lvn, lease, false),
+                      fl__etcd_op_put(k->last, k->last_len, mv, (size_t)mvn, 0, true), FL__ETCD_END),
+        fl__etcd_list(fl__etcd_op_range(k->lock, k->lock_len),
+                      fl__etcd_op_range(k->epoch, k->epoch_len), FL__ETCD_END));
+    struct fl__etcd_reply rp;
+    int err = fl__etcd_post(&e->c, "/v3/kv/txn", "acquire txn", req,
+                            FL__ETCD_REPEATABLE | FL__ETCD_GUARD, &rp);
+    json_decref(req);
+    if (err == -EREMOTEIO && rp.grpc_code == 5) {
+        err = 1; /* "requested lease not found": our lease ran out first */
+        goto out;
+    }
+    if (err == -EREMOTEIO)
+        err = fl__etcd_refusal(&rp);
+    if (err)
+        goto out;
+    t->revision = rp.revision;
+    bool ok = false;
+    err = fl__etcd_txn_result(&rp, rp.body, &ok);
+    if (err)
+        goto out;
+    if (ok) {
+        json_t *put = NULL, *prev = NULL;
+        err = fl__etcd_txn_resp(&rp, rp.body, 1, "response_put", &put);
+        if (!err)
+            err = fl__etcd_obj(&rp, put, "prev_kv", &prev);
+        if (!err && prev) {
+            struct fl__etcd_kv kv;
+            err = fl__etcd_kv_parse(&rp, prev, FL__ETCD_MARK_MAX, &kv);
+            char state = 0;
+            uint64_t prev_token = 0;
+            if (!err)
+                err = fl__etcd_mark_parse(&rp, &kv, &state, &prev_token);
+            if (!err && state == 'H')
+                t->flags = FL_LEASE_EXPIRED; /* the previous holding ended unreleased */
+            else if (!err && state == 'D')
+                t->flags = FL_LEASE_OWNER_DIED; /* its handle was closed holding it */
+            fl__etcd_kv_free(&kv);
+        }
+        if (err)
+            goto out;
+        if (rp.revision >= FL__ETCD_REV_LIMIT) {
+            err = fl__fail(-EOVERFLOW, "etcd %s: revision %" PRIu64 " does not fit a token "
+                                       "(2^40 or more): bump the epoch",
+                           rp.endpoint, rp.revision);
+            goto out;
+        }
+        t->won = true;
+        t->token = epoch << FL__ETCD_EPOCH_SHIFT | rp.revision;
+        goto out;
+    }
+    json_t *lock_range = NULL, *epoch_range = NULL;
+    err = fl__etcd_txn_resp(&rp, rp.body, 0, "response_range", &lock_range);
+    if (!err)
+        err = fl__etcd_txn_resp(&rp, rp.body, 1, "response_range", &epoch_range);
+    if (err)
+        goto out;
+    struct fl__etcd_kv kv;
+    int found = fl__etcd_range_first(&rp, epoch_range, 64, &kv);
+    if (found < 0) {
+        err = found;
+        goto out;
+    }
+    if (found == 0) {
+        err = fl__fail(-ENOTRECOVERABLE,
+                       "etcd %s: the epoch key %.*s is gone (the prefix was deleted?): no "
+                       "token can be numbered safely; `fencelock etcd-epoch --region URI "
+                       "--bump --at-least %" PRIu64 "` restores it",
+                       rp.endpoint, (int)k->epoch_len, k->epoch, epoch + 1);
+        goto out;
+    }
+    uint64_t now_epoch = 0;
+    err = fl__etcd_epoch_parse(&rp, &kv, &now_epoch);
+    fl__etcd_kv_free(&kv);
+    if (!err && now_epoch != epoch) {
+        err = fl__etcd_epoch_note(&e->c, now_epoch); /* -ENOTRECOVERABLE if lower */
+        t->epoch_moved = true;
+    }
+    if (err)
+        goto out;
+    found = fl__etcd_range_first(&rp, lock_range, FL__ETCD_LOCK_VALUE_MAX, &kv);
+    if (found < 0) {
+        err = found;
+        goto out;
+    }
+    if (found == 1) {
+        err = fl__holder_token(&rp, &kv, &t->token);
+        t->holder_lease = kv.lease;
+        fl__etcd_kv_free(&kv);
+    } else if (!t->epoch_moved)
+        err = fl__fail(-EPROTO, "etcd %s acquire txn: failed, yet the key is free under the "
+                                "same epoch",
+                       rp.endpoint);
+out:
+    fl__etcd_reply_free(&rp);
+    return err;
+}
+
+/* The cancel's wake fd, made on first use (struct fl_cancel). */
+static int fl__cancel_fd(fl_cancel *c)
+{
+    int fd = atomic_load(&c->wake_fd);
+    if (fd >= 0)
+        return fd;
+    int mine = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (mine < 0)
+        return fl__fail(fl__neg_errno(), "eventfd: %s", strerror(errno));
+    int expected = -1;
+    /* seq_cst: published before the waiter reads `cancelled` (Dekker with
+     * fl_cancel_trigger, which sets it before reading wake_fd) */
+    if (!atomic_compare_exchange_strong(&c->wake_fd, &expected, mine)) {
+        close(mine);
+        return expected;
+    }
+    return mine;
+}
+
+static bool fl__cancelled(fl_cancel *c)
+{
+    return c && atomic_load(&c->cancelled); /* seq_cst: Dekker (above) */
+}
+
+/* The fd woke us: cancelled, or a stale wake left by a reset; in that case
+ * drain it, and if a trigger came meanwhile, wake the others again. */
+static bool fl__cancel_woke(fl_cancel *c, int fd)
+{
+    if (fl__cancelled(c))
+        return true;
+    uint64_t v;
+    while (read(fd, &v, sizeof v) == sizeof v) {
+    }
+    if (fl__cancelled(c)) {
+        uint64_t one = 1;
+        if (write(fd, &one, sizeof one) != sizeof one) { /* counter full: readable */
+        }
+        return true;
+    }
+    return false;
+}
+
+/* Sleep on a plain poll of the cancel fd (no watch) for ms. */
+static int fl__nap(fl_cancel *c, int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int n = poll(&p, fd >= 0 ? 1 : 0, ms);
+    if (n > 0 && fl__cancel_woke(c, fd))
+        return FL__WATCH_FD;
+    return FL__WATCH_TIMEOUT;
+}
+
+int fl__etcd_acquire(struct fl__etcd *e, const char *key, uint64_t lease_ns, int64_t timeout_ns,
+                     fl_cancel *cancel, struct fl__etcd_lease *out)
+{
+    if (!out)
+        return fl__fail(-EINVAL, "fl_acquire: NULL argument");
+    int klen = fl__key_check(key);
+    if (klen < 0)
+        return klen;
+    if (e->readonly)
+        return fl__fail(-EINVAL, "fl_acquire: read-only region handle");
+    if (lease_ns == 0)
+        return fl__fail(-EINVAL, "fl_acquire: lease_ns is 0");
+    if (timeout_ns < 0 && timeout_ns != FL_WAIT_FOREVER)
+        return fl__fail(-EINVAL, "fl_acquire: negative timeout other than FL_WAIT_FOREVER");
+    uint64_t ttl;
+    int err = fl__ttl(e, lease_ns, &ttl);
+    if (err)
+        return err;
+    uint32_t slot;
+    err = fl__intern(e, key, (size_t)klen, &slot);
+    if (err)
+        return err;
+    struct fl__keys k;
+    fl__keys_of(e, key, (size_t)klen, &k);
+    int cfd = -1;
+    if (cancel && timeout_ns != 0) {
+        cfd = fl__cancel_fd(cancel);
+        if (cfd < 0)
+            return cfd;
+    }
+    uint64_t start = fl__etcd_now_ns();
+    uint64_t wait_end = timeout_ns > 0 ? start + (uint64_t)timeout_ns : UINT64_MAX;
+    uint64_t lease = 0, granted = 0, base = 0;
+    err = fl__grant(e, ttl, &lease, &granted, &base);
+    if (err)
+        return err;
+    int backoff = FL__ETCD_BACKOFF_MS;
+    for (int round = 0;; round++) {
+        struct fl__try t;
+        err = fl__acquire_txn(e, &k, lease, &t);
+        if (err == 1 && round < 64) {
+            /* Our lease ran out before the Txn (this thread was stopped?):
+             * the Txn had no effect; a new lease, and again. */
+            err = fl__grant(e, ttl, &lease, &granted, &base);
+            if (err)
+                return err;
+            continue;
+        }
+        if (err == 1)
+            err = fl__fail(-EAGAIN, "etcd: every lease ran out before its acquire Txn");
+        if (err)
+            break;
+        if (t.epoch_moved && round < 64)
+            continue; /* numbered with the new epoch now */
+        if (!t.won && t.holder_lease == lease && t.token) {
+            /* An earlier attempt of ours took effect and its answer was
+             * lost: that holding is ours.  (Its flags went with the answer.) */
+            t.won = true;
+        }
+        if (t.won) {
+            fl__set_held(e, slot, t.token, lease);
+            *out = (struct fl__etcd_lease){.token = t.token,
+                                           .deadline_ns = base + granted * FL__NS_PER_S,
+                                           .lease_id = lease,
+                                           .slot = slot,
+                                           .flags = t.flags};
+            return 0;
+        }
+        fl__note_slot(e, slot, t.token);
+        if (timeout_ns == 0) {
+            err = fl__fail(-EBUSY, "etcd: key \"%s\" is held (token %" PRIu64 ")", key, t.token);
+            break;
+        }
+        pthread_mutex_lock(&e->lock);
+        bool own = e->keys[slot]->held_token == t.token &&
+                   e->keys[slot]->held_tid == fl__etcd_tid();
+        pthread_mutex_unlock(&e->lock);
+        if (own) {
+            err = fl__fail(-EDEADLK, "etcd: key \"%s\" is held by this thread's own lease "
+                                     "(token %" PRIu64 "): waiting would outlast it",
+                           key, t.token);
+            break;
+        }
+        if (fl__cancelled(cancel)) {
+            err = fl__fail(-ECANCELED, "fl_acquire_cancelable: cancelled while \"%s\" is held",
+                           key);
+            break;
+        }
+        uint64_t now = fl__etcd_now_ns();
+        if (now >= wait_end) {
+            err = fl__fail(-ETIMEDOUT, "etcd: key \"%s\" stayed held (token %" PRIu64 ")", key,
+                           t.token);
+            break;
+        }
+        /* Sleep: until the key is deleted, the wait ends, a third of our
+         * lease has passed (to renew it), a cancel, or the slice. */
+        uint64_t ms = FL__ETCD_CEIL_MS(wait_end - now);
+        uint64_t renew_ms = granted * FL__ETCD_MS_PER_S / 3;
+        if (ms > renew_ms)
+            ms = renew_ms;
+        if (ms > FL__ETCD_SLICE_MS)
+            ms = FL__ETCD_SLICE_MS;
+        struct fl__etcd_watch *w = NULL;
+        int got;
+        if (fl__etcd_watch_open(&e->c, k.lock, k.lock_len, t.revision + 1, &w) == 0) {
+            got = fl__etcd_watch_wait(w, cfd, (int)ms);
+            fl__etcd_watch_close(w);
+        } else
+            got = FL__WATCH_LOST;
+        if (got == FL__WATCH_FD && !fl__cancel_woke(cancel, cfd))
+            got = FL__WATCH_TIMEOUT; /* a stale wake: look again */
+        if (got == FL__WATCH_LOST) {
+            /* No alarm clock: nap, a little longer each time. */
+            uint64_t nap = (uint64_t)backoff < ms ? (uint64_t)backoff : ms;
+            got = fl__nap(cancel, cfd, (int)nap);
+            if (backoff < FL__ETCD_SLICE_MS)
+                backoff *= 2;
+        } else if (got == FL__WATCH_DELETED)
+            backoff = FL__ETCD_BACKOFF_MS;
+        if (got == FL__WATCH_FD) {
+            err = fl__fail(-ECANCELED, "fl_acquire_cancelable: cancelled while \"%s\" is held",
+                           key);
+            break;
+        }
+        /* Keep our lease for the next Txn: renewed from now, or a new one. */
+        if (fl__etcd_now_ns() - base >= granted * FL__NS_PER_S / 3) {
+            uint64_t t1 = fl__etcd_now_ns(), left = 0;
+            err = fl__etcd_keepalive(&e->c, lease, &left);
+            if (err)
+                break;
+            if (left) {
+                base = t1;
+                granted = left;
+            } else {
+                err = fl__grant(e, ttl, &lease, &granted, &base);
+                if (err)
+                    return err;
+            }
+        }
+    }
+    fl__drop_lease(e, lease);
+    return err;
+}
+
+/* ---- release, check, renew ---- */
+
+static int fl__lease_args(struct fl__etcd *e, const struct fl__etcd_lease *l, const char *fn,
+                          char key[FL_KEY_MAX + 1])
+{
+    if (!l)
+        return fl__fail(-EINVAL, "%s: NULL argument", fn);
+    if (e->readonly && strcmp(fn, "fl_check") != 0)
+        return fl__fail(-EINVAL, "%s: read-only region handle", fn);
+    if (l->token == 0 || fl__rev(l->token) == 0)
+        return fl__fail(-EINVAL, "%s: token %" PRIu64 " was never issued", fn, l->token);
+    if (fl__etcd_slot_key(e, l->slot, key, NULL) != 0)
+        return fl__fail(-EINVAL, "%s: bad slot %" PRIu32 " (not a key this handle used)", fn,
+                        l->slot);
+    return 0;
+}
+
+/* Range lock/KEY: 0 and whether it is the holding (token, lease; lease 0:
+ * any), with *lease_out its lease. */
+static int fl__is_holding(struct fl__etcd *e, const struct fl__keys *k, uint64_t token,
+                          uint64_t lease, bool *ours, uint64_t *lease_out)
+{
+    *ours = false;
+    json_t *req = json_pack("{s:o}", "key", fl__etcd_b64(k->lock, k->lock_len));
+    struct fl__etcd_reply rp;
+    int err = fl__etcd_post(&e->c, "/v3/kv/range", "range lock", req,
+                            FL__ETCD_IDEMPOTENT | FL__ETCD_KV, &rp);
+    json_decref(req);
+    if (err == -EREMOTEIO)
+        err = fl__etcd_refusal(&rp);
+    struct fl__etcd_kv kv;
+    int found = err ? err : fl__etcd_range_first(&rp, rp.body, FL__ETCD_LOCK_VALUE_MAX, &kv);
+    if (found == 1) {
+        uint64_t holder = 0;
+        err = fl__holder_token(&rp, &kv, &holder);
+        if (!err && holder == token && (lease == 0 || kv.lease == lease)) {
+            *ours = true;
+            if (lease_out)
+                *lease_out = kv.lease;
+        }
+        fl__etcd_kv_free(&kv);
+    } else if (found < 0)
+        err = found;
+    fl__etcd_reply_free(&rp);
+    return err;
+}
+
+int fl__etcd_check(struct fl__etcd *e, const struct fl__etcd_lease *l)
+{
+    char key[FL_KEY_MAX + 1];
+    int err = fl__lease_args(e, l, "fl_check", key);
+    if (err)
+        return err;
+    if (fl__etcd_now_ns() >= l->deadline_ns)
+        return fl__fail(-ESTALE, "etcd: the lease of \"%s\" (token %" PRIu64 ") is past its "
+                                 "deadline",
+                        key, l->token);
+    struct fl__keys k;
+    fl__keys_of(e, key, strlen(key), &k);
+    bool ours = false;
+    err = fl__is_holding(e, &k, l->token, fl__held_lease(e, l->slot, l->token, l->lease_id),
+                         &ours, NULL);
+    if (err)
+        return err;
+    return ours ? 0
+                : fl__fail(-ESTALE, "etcd: \"%s\" is no longer held by token %" PRIu64, key,
+                           l->token);
+}
+
+/* The release Txn, with marker state 'R' (fl_release) or 'D' (fl_close). */
+static int fl__release_as(struct fl__etcd *e, const char *key, uint64_t token, uint64_t lease,
+                          char state)
+{
+    struct fl__keys k;
+    fl__keys_of(e, key, strlen(key), &k);
+    char mv[FL__ETCD_MARK_MAX], hv[FL__ETCD_MARK_MAX];
+    int mvn = snprintf(mv, sizeof mv, "%c %020" PRIu64, state, token);
+    int hvn = snprintf(hv, sizeof hv, "H %" PRIu64, fl__epoch_of(token));
+    uint64_t r = fl__rev(token);
+    json_t *inner = fl__etcd_txn(
+        fl__etcd_list(fl__etcd_cmp_rev(k.lock, k.lock_len, "CREATE", "EQUAL", 0),
+                      fl__etcd_cmp_rev(k.last, k.last_len, "MOD", "EQUAL", r),
+                      fl__etcd_cmp_value(k.last, k.last_len, "EQUAL", hv, (size_t)hvn), FL__ETCD_END),
+        fl__etcd_list(fl__etcd_op_put(k.last, k.last_len, mv, (size_t)mvn, 0, false), FL__ETCD_END),
+        fl__etcd_list(fl__etcd_op_range(k.lock, k.lock_len),
+                      fl__etcd_op_range(k.last, k.last_len), FL__ETCD_END));
+    json_t *req = fl__etcd_txn(
+        fl__etcd_list(fl__etcd_cmp_rev(k.lock, k.lock_len, "CREATE", "EQUAL", r),
+                      fl__etcd_cmp_lease(k.lock, k.lock_len, "EQUAL", lease), FL__ETCD_END),
+        fl__etcd_list(fl__etcd_op_delete(k.lock, k.lock_len, true),
+                      fl__etcd_op_put(k.last, k.last_len, mv, (size_t)mvn, 0, false), FL__ETCD_END),
+        fl__etcd_list(fl__etcd_op_txn(inner), FL__ETCD_END));
+    struct fl__etcd_reply rp;
+    int err = fl__etcd_post(&e->c, "/v3/kv/txn", "release txn", req,
+                            FL__ETCD_REPEATABLE | FL__ETCD_KV | FL__ETCD_ONCE, &rp);
+    json_decref(req);
+    if (err == -EREMOTEIO)
+        err = fl__etcd_refusal(&rp);
+    if (err)
+        goto out;
+    bool ok = false;
+    err = fl__etcd_txn_result(&rp, rp.body, &ok);
+    if (err || ok)
+        goto out;
+    json_t *txn = NULL, *last_range = NULL;
+    err = fl__etcd_txn_resp(&rp, rp.body, 0, "response_txn", &txn);
+    if (!err)
+        err = fl__etcd_txn_result(&rp, txn, &ok);
+    if (err || ok)
+        goto out;
+    err = fl__etcd_txn_resp(&rp, txn, 1, "response_range", &last_range);
+    if (err)
+        goto out;
+    /* Refused.  After an attempt whose answer was lost, a marker that says
+     * this very release is the lost attempt's work. */
+    struct fl__etcd_kv kv;
+    int found = fl__etcd_range_first(&rp, last_range, FL__ETCD_MARK_MAX, &kv);
+    bool mine = found == 1 && rp.ambiguous && kv.value_len == (size_t)mvn &&
+                memcmp(kv.value, mv, (size_t)mvn) == 0;
+    if (found == 1)
+        fl__etcd_kv_free(&kv);
+    if (found < 0)
+        err = found;
+    else if (!mine)
+        err = fl__fail(-ESTALE, "etcd: \"%s\" is no longer held by token %" PRIu64
+                                " (taken over, or released before)",
+                       key, token);
+out:
+    fl__etcd_reply_free(&rp);
+    return err;
+}
+
+int fl__etcd_release(struct fl__etcd *e, const struct fl__etcd_lease *l)
+{
+    char key[FL_KEY_MAX + 1];
+    int err = fl__lease_args(e, l, "fl_release", key);
+    if (err)
+        return err;
+    uint64_t lease = fl__held_lease(e, l->slot, l->token, l->lease_id);
+    if (!lease) {
+        /* Not known here (a lease copied without its etcd lease id):
+         * learn it from the key, if the key is still this holding. */
+        struct fl__keys k;
+        fl__keys_of(e, key, strlen(key), &k);
+        bool ours = false;
+        err = fl__is_holding(e, &k, l->token, 0, &ours, &lease);
+        if (err)
+            return err;
+    }
+    err = fl__release_as(e, key, l->token, lease, 'R');
+    if (!err || err == -ESTALE) {
+        /* Over either way; the lease only ever carried this holding.  On
+         * any other error the key may still be held: fl_close tries again. */
+        fl__clear_held(e, l->slot, l->token);
+        fl__drop_lease(e, lease);
+    }
+    return err;
+}
+
+void fl__etcd_abandon_all(struct fl__etcd *e)
+{
+    for (uint32_t s = 0;; s++) {
+        pthread_mutex_lock(&e->lock);
+        if (s >= e->nkeys) {
+            pthread_mutex_unlock(&e->lock);
+            return;
+        }
+        struct fl__etcd_key *k = e->keys[s];
+        uint64_t token = k->held_token, lease = k->held_lease;
+        char key[FL_KEY_MAX + 1];
+        memcpy(key, k->name, k->len + 1);
+        k->held_token = k->held_lease = 0;
+        pthread_mutex_unlock(&e->lock);
+        if (!token || !lease)
+            continue;
+        (void)fl__release_as(e, key, token, lease, 'D'); /* best effort */
+        fl__drop_lease(e, lease);
+    }
+}
+
+int fl__etcd_renew(struct fl__etcd *e, struct fl__etcd_lease *l, uint64_t lease_ns)
+{
+    char key[FL_KEY_MAX + 1];
+    int err = fl__lease_args(e, l, "fl_renew", key);
+    if (err)
+        return err;
+    if (lease_ns == 0)
+        return fl__fail(-EINVAL, "fl_renew: lease_ns is 0");
+    uint64_t want;
+    err = fl__ttl(e, lease_ns, &want);
+    if (err)
+        return err;
+    struct fl__keys k;
+    fl__keys_of(e, key, strlen(key), &k);
+    bool ours = false;
+    uint64_t lease = fl__held_lease(e, l->slot, l->token, l->lease_id);
+    if (!lease) {
+        err = fl__is_holding(e, &k, l->token, 0, &ours, &lease);
+        if (err)
+            return err;
+        if (!ours)
+            goto stale;
+    }
+    uint64_t t0 = fl__etcd_now_ns(), ttl = 0;
+    err = fl__etcd_keepalive(&e->c, lease, &ttl);
+    if (err)
+        return err;
+    if (ttl == 0)
+        goto stale; /* the lease ran out: etcd deleted the key with it */
+    if (ttl == want) {
+        /* The lease lives on from t0; is the key still on it? */
+        err = fl__is_holding(e, &k, l->token, lease, &ours, NULL);
+        if (err)
+            return err;
+        if (!ours)
+            goto stale;
+        l->deadline_ns = t0 + ttl * FL__NS_PER_S;
+        l->lease_id = lease;
+        return 0;
+    }
+    /* Another length: a new lease, and the key moved to it. */
+    uint64_t lease2 = 0, granted = 0, base = 0;
+    err = fl__grant(e, want, &lease2, &granted, &base);
+    if (err)
+        return err;
+    if (granted == ttl) {
+        /* etcd raised the new one to what the old one has: keep the old. */
+        fl__drop_lease(e, lease2);
+        err = fl__is_holding(e, &k, l->token, lease, &ours, NULL);
+        if (err)
+            return err;
+        if (!ours)
+            goto stale;
+        l->deadline_ns = t0 + ttl * FL__NS_PER_S;
+        l->lease_id = lease;
+        return 0;
+    }
+    json_t *req = fl__etcd_txn(
+        fl__etcd_list(fl__etcd_cmp_rev(k.lock, k.lock_len, "CREATE", "EQUAL", fl__rev(l->token)),
+                      fl__etcd_cmp_lease(k.lock, k.lock_len, "EQUAL", lease), FL__ETCD_END),
+        fl__etcd_list(fl__etcd_op_put_lease(k.lock, k.lock_len, lease2), FL__ETCD_END),
+        fl__etcd_list(fl__etcd_op_range(k.lock, k.lock_len), FL__ETCD_END));
+    struct fl__etcd_reply rp;
+    err = fl__etcd_post(&e->c, "/v3/kv/txn", "renew txn", req, FL__ETCD_REPEATABLE | FL__ETCD_KV,
+                        &rp);
+    json_decref(req);
+    if (err == -EREMOTEIO)
+        err = fl__etcd_refusal(&rp);
+    bool ok = false;
+    if (!err)
+        err = fl__etcd_txn_result(&rp, rp.body, &ok);
+    if (!err && !ok) {
+        /* A repetition after a lost answer finds the key on lease2. */
+        json_t *range = NULL;
+        struct fl__etcd_kv kv;
+        err = fl__etcd_txn_resp(&rp, rp.body, 0, "response_range", &range);
+        int found = err ? err : fl__etcd_range_first(&rp, range, FL__ETCD_LOCK_VALUE_MAX, &kv);
+        if (found == 1) {
+            ok = kv.lease == lease2 && kv.create_revision == fl__rev(l->token);
+            fl__etcd_kv_free(&kv);
+        } else if (found < 0)
+            err = found;
+    }
+    fl__etcd_reply_free(&rp);
+    if (err || !ok) {
+        fl__drop_lease(e, lease2);
+        if (err)
+            return err;
+        goto stale;
+    }
+    pthread_mutex_lock(&e->lock);
+    if (e->keys[l->slot]->held_token == l->token)
+        e->keys[l->slot]->held_lease = lease2;
+    pthread_mutex_unlock(&e->lock);
+    fl__drop_lease(e, lease);
+    l->deadline_ns = base + granted * FL__NS_PER_S;
+    l->lease_id = lease2;
+    return 0;
+stale:
+    return fl__fail(-ESTALE, "etcd: \"%s\" is no longer held by token %" PRIu64
+                             " (its lease ran out, or it was taken over or released)",
+                    key, l->token);
+}
+
+/* ---- the newest token of a key (fl_commit_token) ---- */
+
+int fl__etcd_newest(struct fl__etcd *e, const char *key, size_t len, uint64_t *newest,
+                    uint64_t *mark_rev)
+{
+    *newest = 0;
+    *mark_rev = 0;
+    char last[FL__ETCD_KEY_MAX];
+    size_t llen = fl__etcd_key(&e->c, "last", key, len, last);
+    json_t *req = json_pack("{s:o}", "key", fl__etcd_b64(last, llen));
+    struct fl__etcd_reply rp;
+    int err = fl__etcd_post(&e->c, "/v3/kv/range", "range marker", req,
+                            FL__ETCD_IDEMPOTENT | FL__ETCD_KV, &rp);
+    json_decref(req);
+    if (err == -EREMOTEIO)
+        err = fl__etcd_refusal(&rp);
+    struct fl__etcd_kv kv;
+    int found = err ? err : fl__etcd_range_first(&rp, rp.body, FL__ETCD_MARK_MAX, &kv);
+    if (found == 1) {
+        char state;
+        err = fl__etcd_mark_parse(&rp, &kv, &state, newest);
+        *mark_rev = kv.mod_revision;
+        fl__etcd_kv_free(&kv);
+    } else if (found < 0)
+        err = found;
+    fl__etcd_reply_free(&rp);
+    if (!err && *newest)
+        fl__etcd_note_newest(e, key, len, *newest);
+    return err;
+}

@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * watch.c - sleeping until a lock key is deleted: one streaming POST to
+ * /v3/watch through curl's multi interface, polled together with a file
+ * descriptor of the caller's (the wake fd of an fl_cancel) by
+ * curl_multi_poll, so the waiting thread sleeps in poll(2) and never spins.
+ *
+ * The gateway answers a watch with one JSON object per line: first
+ * {"result":{"created":true,...}}, then one per batch of events.  Only
+ * DELETE events are asked for (filters NOPUT): the release of the key, or
+ * the expiry of its holder's lease, which etcd turns into a deletion.  A
+ * watch whose start revision was compacted away is cancelled by etcd with
+ * compact_revision set: that, too, is "look again".  Every line is
+ * untrusted; one that cannot be read ends the watch (FL__WATCH_LOST) and the
+ * caller looks at the key with a Txn, which is the authority: the watch is
+ * only the alarm clock.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+
+#define FL__WATCH_LINE_MAX (1u << 20)
+
+struct fl__etcd_watch {
+    struct fl__etcd_client *c;
+    CURLM *multi;
+    CURL *easy;
+    char *body;
+    char *buf;
+    size_t n, cap;
+    bool deleted, lost;
+};
+
+static void fl__watch_line(struct fl__etcd_watch *w, const char *line, size_t n)
+{
+    json_error_t jerr;
+    json_t *j = json_loadb(line, n, 0, &jerr);
+    json_t *result = json_is_object(j) ? json_object_get(j, "result") : NULL;
+    if (!json_is_object(result)) {
+        w->lost = true; /* an error object, or garbage */
+        json_decref(j);
+        return;
+    }
+    json_t *events = json_object_get(result, "events");
+    if (json_is_array(events)) {
+        size_t i;
+        json_t *ev;
+        json_array_foreach(events, i, ev) {
+            json_t *type = json_is_object(ev) ? json_object_get(ev, "type") : NULL;
+            if (json_is_string(type) && strcmp(json_string_value(type), "DELETE") == 0)
+                w->deleted = true;
+        }
+    }
+    json_t *canceled = json_object_get(result, "canceled");
+    json_t *compact = json_object_get(result, "compact_revision");
+    if (compact && !json_is_null(compact))
+        w->deleted = true; /* history gone: look again */
+    else if (json_is_true(canceled))
+        w->lost = true;
+    json_decref(j);
+}
+
+static size_t fl__watch_write(char *data, size_t size, size_t nmemb, void *arg)
+{
+    struct fl__etcd_watch *w = arg;
+    size_t n = size * nmemb;
+    if (w->n + n > FL__WATCH_LINE_MAX) {
+        w->lost = true;
+        return 0;
+    }
+    if (w->n + n > w->cap) {
+        size_t cap = w->cap ? w->cap : 4096;
+        while (cap < w->n + n)
+            cap *= 2;
+        char *p = realloc(w->buf, cap);
+        if (!p) {
+            w->lost = true;
+            return 0;
+        }
+        w->buf = p;
+        w->cap = cap;
+    }
+    memcpy(w->buf + w->n, data, n);
+    w->n += n;
+    size_t start = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        if (w->buf[i] != '\n')
+            continue;
+        if (i > start)
+            fl__watch_line(w, w->buf + start, i - start);
+        start = i + 1;
+    }
+    memmove(w->buf, w->buf + start, w->n - start);
+    w->n -= start;
+    return n;
+}
+
+void fl__etcd_watch_close(struct fl__etcd_watch *w)
+{
+    if (!w)
+        return;
+    if (w->multi && w->easy)
+        curl_multi_remove_handle(w->multi, w->easy);
+    if (w->easy)
+        curl_easy_cleanup(w->easy);
+    if (w->multi)
+        curl_multi_cleanup(w->multi);
+    free(w->body);
+    free(w->buf);
+    free(w);
+}
+
+int fl__etcd_watch_open(struct fl__etcd_client *c, const void *key, size_t klen,
+                        uint64_t start_rev, struct fl__etcd_watch **out)
+{
+    *out = NULL;
+    struct fl__etcd_watch *w = calloc(1, sizeof *w);
+    if (!w)
+        return fl__etcd_fail(-ENOMEM, "out of memory");
+    w->c = c;
+    json_t *req = json_pack("{s:{s:o, s:o, s:[s]}}", "create_request", "key",
+                            fl__etcd_b64(key, klen), "start_revision", fl__etcd_num(start_rev),
+                            "filters", "NOPUT");
+    w->body = req ? json_dumps(req, JSON_COMPACT) : NULL;
+    json_decref(req);
+    w->multi = curl_multi_init();
+    /* A handle of its own, not the pool's: it streams for as long as the
+     * wait lasts, without the request timeout. */
+    w->easy = w->body && w->multi ? fl__etcd_handle_get(c) : NULL;
+    if (!w->easy) {
+        fl__etcd_watch_close(w);
+        return fl__etcd_fail(-ENOMEM, "etcd watch: out of memory");
+    }
+    /* relaxed: a hint (client.h) */
+    unsigned i = atomic_load_explicit(&c->current, memory_order_relaxed) % c->uri.n;
+    char url[sizeof c->uri.ep[0].url + 16];
+    snprintf(url, sizeof url, "%s/v3/watch", c->uri.ep[i].url);
+    curl_easy_setopt(w->easy, CURLOPT_URL, url);
+    curl_easy_setopt(w->easy, CURLOPT_POSTFIELDS, w->body);
+    curl_easy_setopt(w->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(w->body));
+    curl_easy_setopt(w->easy, CURLOPT_WRITEFUNCTION, fl__watch_write);
+    curl_easy_setopt(w->easy, CURLOPT_WRITEDATA, w);
+    curl_easy_setopt(w->easy, CURLOPT_TIMEOUT_MS, 0L);
+    if (curl_multi_add_handle(w->multi, w->easy) != CURLM_OK) {
+        curl_easy_cleanup(w->easy);
+        w->easy = NULL;
+        fl__etcd_watch_close(w);
+        return fl__etcd_fail(-ENOMEM, "etcd watch: cannot start the stream");
+    }
+    *out = w;
+    return 0;
+}
+
+int fl__etcd_watch_wait(struct fl__etcd_watch *w, int extra_fd, int timeout_ms)
+{
+    uint64_t deadline =
+        fl__etcd_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * FL__ETCD_NS_PER_MS;
+    for (;;) {
+        int running = 0;
+        if (curl_multi_perform(w->multi, &running) != CURLM_OK)
+            w->lost = true;
+        int left;
+        CURLMsg *m;
+        while ((m = curl_multi_info_read(w->multi, &left)))
+            if (m->msg == CURLMSG_DONE)
+                w->lost = true; /* the stream ended: etcd never ends a live watch */
+        if (w->deleted)
+            return FL__WATCH_DELETED;
+        if (w->lost || !running)
+            return FL__WATCH_LOST;
+        uint64_t now = fl__etcd_now_ns();
+        if (now >= deadline)
+            return FL__WATCH_TIMEOUT;
+        int ms = (int)FL__ETCD_CEIL_MS(deadline - now);
+        struct curl_waitfd extra = {.fd = extra_fd, .events = CURL_WAIT_POLLIN, .revents = 0};
+        int numfds = 0;
+        if (curl_multi_poll(w->multi, extra_fd >= 0 ? &extra : NULL, extra_fd >= 0 ? 1 : 0, ms,
+                            &numfds) != CURLM_OK)
+            return FL__WATCH_LOST;
+        if (extra_fd >= 0 && (extra.revents & CURL_WAIT_POLLIN))
+            return FL__WATCH_FD;
+    }
+}

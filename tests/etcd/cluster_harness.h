@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cluster_harness.h - real etcd clusters for the etcd backend's tests, and
+ * the pieces the fault-injection tests build on.
+ *
+ * A test starts its own members (the `etcd` binary of the etcd-server
+ * package, or $FL_ETCD_BIN) on loopback ports chosen for this process (a
+ * range derived from the pid, each port checked free, below the ephemeral
+ * range so outgoing connections never take them), with private data
+ * directories under th_tmpdir() and its own --initial-cluster-token, so
+ * tests run in parallel (ctest -j) without meeting.  It waits until a member
+ * answers a linearizable range (bounded, polled: no sleep races), and stops
+ * members by pid.  Every member dies with the test (PR_SET_PDEATHSIG and an
+ * atexit handler), so a failed or hung test leaves nothing running.
+ *
+ * What a fault test needs: kill (SIGKILL/SIGTERM) and restart a member on
+ * its data, stop and continue it (SIGSTOP/SIGCONT), find the leader, save a
+ * snapshot and restore every member from it (etcdctl), URIs naming any
+ * subset of the members, and a raw request to one member.  Failures of the
+ * harness itself fail the test (cmocka) with the member's log tail.
+ *
+ * Also here: a fake etcd (ec_fake_*), an HTTP server on a loopback port
+ * whose answers the test scripts, for the untrusted-answer tests; and
+ * ec_agent_*, a child process with its own fl_region handle on a URI, driven
+ * over a pipe (acquire, commit, renew, release), for scenarios across
+ * processes ("hosts": each agent may name another member).
+ */
+#ifndef FL_TEST_CLUSTER_HARNESS_H
+#define FL_TEST_CLUSTER_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "fencelock.h"
+#include "harness.h"
+
+#define EC_MAX_MEMBERS 5
+
+typedef struct ec_member {
+    pid_t pid;           /* 0: not running */
+    bool paused;         /* SIGSTOPped by ec_pause */
+    int client_port, peer_port;
+    char name[16];
+    char data_dir[600];
+    char log_path[600];
+} ec_member;
+
+typedef struct ec_cluster {
+    int n;
+    ec_member m[EC_MAX_MEMBERS];
+    char token[64];            /* --initial-cluster-token */
+    char initial_cluster[1024];
+    int generation;            /* data directories made so far (restores make new ones) */
+} ec_cluster;
+
+/* Start n members and wait until the cluster answers (fails the test). */
+void ec_start(ec_cluster *c, int n);
+/* SIGKILL every member that runs, and reap them. */
+void ec_stop_all(ec_cluster *c);
+/* Send sig (SIGKILL, SIGTERM) to member i and reap it. */
+void ec_kill(ec_cluster *c, int i, int sig);
+/* SIGSTOP / SIGCONT member i. */
+void ec_pause(ec_cluster *c, int i);
+void ec_resume(ec_cluster *c, int i);
+/* Start member i again on its data directory, and wait until it answers. */
+void ec_restart(ec_cluster *c, int i);
+/* True once member i answers a linearizable range (a leader serves it). */
+bool ec_wait_ready(const ec_cluster *c, int i, int timeout_ms);
+/* The index of the member that is the leader (asked of a running member),
+ * -1 if none could say within timeout_ms. */
+int ec_leader(const ec_cluster *c, int timeout_ms);
+/* "etcd://127.0.0.1:P,.../prefix" naming the members whose bit is set in
+ * which (0: all), into buf; returns buf. */
+const char *ec_uri(const ec_cluster *c, unsigned which, const char *prefix, char *buf,
+                   size_t cap);
+#define EC_ONLY(i) (1u << (i))
+/* etcdctl snapshot save from member i into file (fails the test). */
+void ec_snapshot_save(const ec_cluster *c, int i, const char *file);
+/* Kill every member, restore each from file into a fresh data directory
+ * (etcdctl snapshot restore), start them, and wait until they answer. */
+void ec_snapshot_restore(ec_cluster *c, const char *file);
+/* POST body to path of member i: the HTTP status (0 if no answer), the
+ * answer in out (NUL-terminated, cut to cap). */
+int ec_post(const ec_cluster *c, int i, const char *path, const char *body, char *out,
+            size_t cap);
+/* Run a command (argv NULL-terminated) with a timeout: its exit status
+ * (0..255), or -1 (did not start, killed by a signal, or timed out). Its
+ * output goes to out (cut to cap) when out is not NULL, else to the test's
+ * stderr. */
+int ec_run(const char *const *argv, int timeout_ms, char *out, size_t cap);
+
+/* ---- a fake etcd ---- */
+typedef struct ec_fake ec_fake;
+/* What the fake answers a request for path with body (the request body):
+ * return the HTTP status and write the answer into out (NUL-terminated);
+ * a status of 0 closes the connection without an answer, -1 never answers
+ * (holds the connection open until the fake stops). */
+typedef int (*ec_fake_fn)(void *arg, const char *path, const char *body, char *out,
+                          size_t cap);
+/* Start a fake on a free loopback port; its port in *port. */
+ec_fake *ec_fake_start(ec_fake_fn fn, void *arg, int *port);
+void ec_fake_stop(ec_fake *f);
+/* Requests the fake has answered so far. */
+unsigned ec_fake_requests(const ec_fake *f);
+
+/* ---- agents: a child process with its own handle ---- */
+typedef struct ec_agent {
+    th_child c;
+    int open_rc;
+} ec_agent;
+typedef struct ec_reply {
+    int rc;
+    uint64_t token;    /* acq: the lease's token */
+    uint64_t value;    /* commit: the accepted token; read: the fence */
+    uint32_t flags;
+    char text[256];    /* read: the value; any failure: fl_last_error() */
+} ec_reply;
+/* Start an agent that opens uri (fl_open); check a->open_rc.
+ * Commands (ec_agent_do), one line each, nanosecond durations:
+ *   acq KEY LEASE TIMEOUT    fl_acquire (TIMEOUT -1: wait forever); keeps the lease
+ *   commit RECORD TEXT       fl_commit with the kept lease
+ *   strict RECORD TEXT       the same with FL_COMMIT_STRICT
+ *   read RECORD              fl_read
+ *   renew LEASE              fl_renew of the kept lease
+ *   check                    fl_check of the kept lease
+ *   rel                      fl_release of the kept lease
+ *   exit                     fl_close and exit */
+void ec_agent_start(ec_agent *a, const char *uri);
+ec_reply ec_agent_do(ec_agent *a, int timeout_ms, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Send a command without waiting; ec_agent_read reads its answer. */
+void ec_agent_send(ec_agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int ec_agent_read(ec_agent *a, ec_reply *rp, int timeout_ms);
+void ec_agent_stop(ec_agent *a);
+
+#endif

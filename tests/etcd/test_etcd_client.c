@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_etcd_client.c - the etcd client's pieces without a cluster: the
+ * region URI (every malformed form, every bad prefix byte, the reserved
+ * segments that keep prefixes apart), strict base64, the untrusted-answer
+ * accessors (wrong types, signs, huge numbers, bad base64), and the record
+ * and marker formats.
+ *
+ * I9 (untrusted input: each gets a clear error, nothing crashes), I13 (the
+ * etcd layout keeps every prefix's keys its own).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "etcd/etcd.h"
+
+/* I9 I13 */
+static void test_uri_good(void **state)
+{
+    (void)state;
+    struct fl__etcd_uri u;
+    assert_int_equal(fl__etcd_uri_parse("etcd://127.0.0.1:2379/app", &u), 0);
+    assert_int_equal(u.n, 1);
+    assert_string_equal(u.ep[0].url, "http://127.0.0.1:2379");
+    assert_string_equal(u.ep[0].name, "127.0.0.1:2379");
+    assert_string_equal(u.prefix, "app");
+
+    assert_int_equal(fl__etcd_uri_parse("etcd://a.example:1,b-2.example:65535,[::1]:3/x/y_z.1/",
+                                        &u), 0);
+    assert_int_equal(u.n, 3);
+    assert_string_equal(u.ep[1].url, "http://b-2.example:65535");
+    assert_string_equal(u.ep[2].url, "http://[::1]:3");
+    assert_string_equal(u.prefix, "x/y_z.1"); /* the trailing slash is dropped */
+    assert_true(fl__etcd_is_uri("etcd://x"));
+    assert_false(fl__etcd_is_uri("/run/fencelock/region"));
+}
+
+/* I9 */
+static void test_uri_malformed(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "etcd://",                       /* nothing */
+        "etcd://127.0.0.1:2379",         /* no /PREFIX */
+        "etcd://127.0.0.1:2379/",        /* empty prefix */
+        "etcd:///app",                   /* no endpoint */
+        "etcd://127.0.0.1/app",          /* no port */
+        "etcd://127.0.0.1:/app",         /* empty port */
+        "etcd://127.0.0.1:0/app",        /* port 0 */
+        "etcd://127.0.0.1:65536/app",    /* port too big */
+        "etcd://127.0.0.1:12x/app",      /* not a number */
+        "etcd://:2379/app",              /* no host */
+        "etcd://h:1,,h:2/app",           /* empty endpoint */
+        "etcd://h:1,/app",               /* trailing comma */
+        "etcd://user@h:1/app",           /* credentials */
+        "etcd://h:1?x=1/app",            /* query */
+        "etcd://h%41:1/app",             /* escapes */
+        "etcd://h_x:1/app",              /* '_' in a host */
+        "etcd://[zz]:1/app",             /* not IPv6 */
+        "etcd://[::1]/app",              /* IPv6 without a port */
+        "http://127.0.0.1:2379/app",     /* another scheme */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct fl__etcd_uri u;
+        int err = fl__etcd_uri_parse(bad[i], &u);
+        if (err != -EINVAL)
+            fail_msg("'%s' parsed as %d, not -EINVAL", bad[i], err);
+        assert_non_null(strstr(fl_last_error(), "etcd") ? "" : NULL);
+    }
+    char many[1024] = "etcd://";
+    for (int i = 0; i < FL__ETCD_MAX_ENDPOINTS + 1; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "%sh:%d", i ? "," : "", i + 1);
+    strcat(many, "/p");
+    struct fl__etcd_uri u;
+    assert_int_equal(fl__etcd_uri_parse(many, &u), -EINVAL);
+    char longhost[400];
+    memset(longhost, 'a', sizeof longhost);
+    snprintf(longhost, sizeof longhost, "etcd://%0300d:1/p", 0);
+    assert_int_equal(fl__etcd_uri_parse(longhost, &u), -EINVAL);
+}
+
+/* I9 I13 */
+static void test_prefix_bytes(void **state)
+{
+    (void)state;
+    struct fl__etcd_uri u;
+    static const char *const bad[] = {
+        "a b", "a\tb", "a\"b", "a*b", "a:b", "a\\b", "a//b", "/a", "a/./b", "a/../b",
+        "lock", "a/last", "rec/b", "a/epoch/b", ".", "..", "caf\xc3\xa9", "a\x7f",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char uri[256];
+        snprintf(uri, sizeof uri, "etcd://127.0.0.1:1/%s", bad[i]);
+        int err = fl__etcd_uri_parse(uri, &u);
+        if (err != -EINVAL)
+            fail_msg("prefix '%s' parsed as %d, not -EINVAL", bad[i], err);
+        assert_non_null(strstr(fl_last_error(), "PREFIX"));
+    }
+    char longp[400] = "etcd://h:1/";
+    memset(longp + strlen(longp), 'p', 200);
+    longp[11 + 200] = '\0';
+    assert_int_equal(fl__etcd_uri_parse(longp, &u), -EINVAL);
+    /* Allowed: the layout's names inside a segment, dots and dashes. */
+    assert_int_equal(fl__etcd_uri_parse("etcd://h:1/locks/lastly/.hidden/a-b_c", &u), 0);
+}
+
+/* I9 */
+static void test_base64(void **state)
+{
+    (void)state;
+    unsigned char all[256];
+    for (int i = 0; i < 256; i++)
+        all[i] = (unsigned char)i;
+    for (size_t n = 0; n <= sizeof all; n++) {
+        char *t = fl__b64_encode(all, n);
+        assert_non_null(t);
+        assert_int_equal(strlen(t), (n + 2) / 3 * 4);
+        unsigned char *back = NULL;
+        size_t len = 0;
+        assert_int_equal(fl__b64_decode(t, strlen(t), &back, &len), 0);
+        assert_int_equal(len, n);
+        assert_memory_equal(back, all, n);
+        free(back);
+        free(t);
+    }
+    static const char *const bad[] = {"A", "AB", "ABC", "A===", "AB=C", "A B=", "ab!d",
+                                      "AB==AB==", "AB=" /* length */, "AR==" /* bits */};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        unsigned char *out = (unsigned char *)"x";
+        size_t len = 1;
+        int err = fl__b64_decode(bad[i], strlen(bad[i]), &out, &len);
+        if (err != -EINVAL)
+            fail_msg("'%s' decoded (%d)", bad[i], err);
+        assert_null(out);
+    }
+}
+
+static json_t *parse(const char *text)
+{
+    json_t *j = json_loads(text, 0, NULL);
+    assert_non_null(j);
+    return j;
+}
+
+/* I9 */
+static void test_accessors(void **state)
+{
+    (void)state;
+    struct fl__etcd_reply rp = {.op = "txn", .endpoint = "10.0.0.1:2379"};
+    uint64_t v = 7;
+    json_t *j = parse("{\"a\":\"42\",\"b\":17,\"c\":\"-1\",\"d\":\"9223372036854775808\","
+                      "\"e\":{},\"f\":\"12a\",\"g\":\"\",\"h\":null,\"i\":\"null\","
+                      "\"t\":true,\"s\":\"x\",\"o\":{\"k\":1},\"arr\":[1]}");
+    assert_int_equal(fl__etcd_u64(&rp, j, "a", &v), 0);
+    assert_int_equal(v, 42);
+    assert_int_equal(fl__etcd_u64(&rp, j, "b", &v), 0);
+    assert_int_equal(v, 17);
+    assert_int_equal(fl__etcd_u64(&rp, j, "missing", &v), 0); /* absent: zero */
+    assert_int_equal(v, 0);
+    assert_int_equal(fl__etcd_u64(&rp, j, "h", &v), 0);
+    assert_int_equal(v, 0);
+    static const char *const bad[] = {"c", "d", "e", "f", "g", "i", "t"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(fl__etcd_u64(&rp, j, bad[i], &v), -EPROTO);
+        assert_non_null(strstr(fl_last_error(), "10.0.0.1:2379"));
+        assert_non_null(strstr(fl_last_error(), bad[i]));
+    }
+    bool b = false;
+    assert_int_equal(fl__etcd_bool(&rp, j, "t", &b), 0);
+    assert_true(b);
+    assert_int_equal(fl__etcd_bool(&rp, j, "s", &b), -EPROTO);
+    json_t *o = NULL;
+    assert_int_equal(fl__etcd_obj(&rp, j, "o", &o), 0);
+    assert_non_null(o);
+    assert_int_equal(fl__etcd_obj(&rp, j, "arr", &o), -EPROTO);
+    assert_int_equal(fl__etcd_arr(&rp, j, "o", &o), -EPROTO);
+    json_decref(j);
+
+    /* kvs: bad base64, a live key without a create revision, too long */
+    struct fl__etcd_kv kv;
+    j = parse("{\"key\":\"!!\",\"create_revision\":\"1\",\"mod_revision\":\"1\"}");
+    assert_int_equal(fl__etcd_kv_parse(&rp, j, 100, &kv), -EPROTO);
+    json_decref(j);
+    j = parse("{\"key\":\"YQ==\",\"value\":\"YQ==\"}");
+    assert_int_equal(fl__etcd_kv_parse(&rp, j, 100, &kv), -EPROTO);
+    json_decref(j);
+    j = parse("{\"key\":\"YQ==\",\"value\":\"YWFhYWFhYWE=\",\"create_revision\":\"2\","
+              "\"mod_revision\":\"3\"}");
+    assert_int_equal(fl__etcd_kv_parse(&rp, j, 4, &kv), -EPROTO);
+    assert_int_equal(fl__etcd_kv_parse(&rp, j, 100, &kv), 0);
+    assert_int_equal(kv.value_len, 8);
+    assert_int_equal(kv.create_revision, 2);
+    fl__etcd_kv_free(&kv);
+    json_decref(j);
+
+    /* a Txn answer whose responses are of the wrong kind */
+    j = parse("{\"succeeded\":true,\"responses\":[{\"response_range\":{}}]}");
+    assert_int_equal(fl__etcd_txn_resp(&rp, j, 0, "response_put", &o), -EPROTO);
+    assert_int_equal(fl__etcd_txn_resp(&rp, j, 1, "response_range", &o), -EPROTO);
+    assert_int_equal(fl__etcd_txn_resp(&rp, j, 0, "response_range", &o), 0);
+    json_decref(j);
+    j = parse("{\"kvs\":[{\"key\":\"YQ==\",\"create_revision\":\"1\",\"mod_revision\":\"1\"},"
+              "{\"key\":\"Yg==\",\"create_revision\":\"1\",\"mod_revision\":\"1\"}]}");
+    assert_int_equal(fl__etcd_range_first(&rp, j, 10, &kv), -EPROTO); /* two for one key */
+    json_decref(j);
+}
+
+/* I9 */
+static void test_values(void **state)
+{
+    (void)state;
+    struct fl__etcd_reply rp = {.op = "range", .endpoint = "e:1"};
+    size_t kl, off;
+    uint64_t t;
+    const char ok[] = "job\0" "00000001099511627777" "data";
+    assert_int_equal(fl__etcd_record_parse(&rp, (const unsigned char *)ok, sizeof ok - 1, &kl,
+                                           &t, &off), 0);
+    assert_int_equal(kl, 3);
+    assert_int_equal(t, 1099511627777ull);
+    assert_int_equal(off, 24);
+    static const struct { const char *v; size_t n; } bad[] = {
+        {"job", 3},                                   /* no NUL */
+        {"\0" "00000000000000000001", 21},            /* empty key */
+        {"job\0" "0000000000000000000", 23},          /* 19 digits */
+        {"job\0" "0000000000000000000x", 24},         /* not a digit */
+        {"job\0" "00000000000000000000", 24},         /* token 0 */
+        {"job\0" "99999999999999999999", 24},         /* beyond int63 */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(fl__etcd_record_parse(&rp, (const unsigned char *)bad[i].v, bad[i].n,
+                                               &kl, &t, &off), -EPROTO);
+
+    struct fl__etcd_kv kv = {.key = (unsigned char *)"p/last/k", .key_len = 8, .mod_revision = 5};
+    char st;
+    static const char *const marks_bad[] = {"", "H", "H ", "X 1", "H 0", "H 99999999",
+                                            "R 1", "R 0000000000000000000x", "H1"};
+    for (size_t i = 0; i < sizeof marks_bad / sizeof marks_bad[0]; i++) {
+        kv.value = (unsigned char *)marks_bad[i];
+        kv.value_len = strlen(marks_bad[i]);
+        assert_int_equal(fl__etcd_mark_parse(&rp, &kv, &st, &t), -EPROTO);
+    }
+    kv.value = (unsigned char *)"H 3";
+    kv.value_len = 3;
+    assert_int_equal(fl__etcd_mark_parse(&rp, &kv, &st, &t), 0);
+    assert_int_equal(st, 'H');
+    assert_int_equal(t, (3ull << 40) | 5);
+    kv.value = (unsigned char *)"D 00000001099511627777";
+    kv.value_len = 22;
+    assert_int_equal(fl__etcd_mark_parse(&rp, &kv, &st, &t), 0);
+    assert_int_equal(st, 'D');
+    assert_int_equal(t, 1099511627777ull);
+
+    uint64_t epoch;
+    uint32_t pid;
+    kv.value = (unsigned char *)"2 4242 host-a";
+    kv.value_len = strlen((char *)kv.value);
+    assert_int_equal(fl__etcd_lock_parse(&rp, &kv, &epoch, &pid), 0);
+    assert_int_equal(epoch, 2);
+    assert_int_equal(pid, 4242);
+    static const char *const locks_bad[] = {"", "2", "x 1 h", "0 1 h", "2 x h",
+                                            "8388608 1 h", "2 99999999999 h"};
+    for (size_t i = 0; i < sizeof locks_bad / sizeof locks_bad[0]; i++) {
+        kv.value = (unsigned char *)locks_bad[i];
+        kv.value_len = strlen(locks_bad[i]);
+        assert_int_equal(fl__etcd_lock_parse(&rp, &kv, &epoch, &pid), -EPROTO);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_uri_good),     cmocka_unit_test(test_uri_malformed),
+        cmocka_unit_test(test_prefix_bytes), cmocka_unit_test(test_base64),
+        cmocka_unit_test(test_accessors),    cmocka_unit_test(test_values),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

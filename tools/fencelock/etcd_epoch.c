@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * etcd_epoch.c - `fencelock etcd-epoch`: show, or bump, the token epoch of
+ * an etcd region (docs/etcd.md, "Restoring a snapshot").
+ *
+ * Tokens on etcd are epoch << 40 | revision.  A snapshot restore brings the
+ * revision back; the operator bumps the epoch before clients resume, so that
+ * every later token exceeds every earlier one.  This is the one place the
+ * tool talks to etcd itself: it links the library's etcd client
+ * (src/etcd/client.h) instead of adding an administrative function to the
+ * public API, and reports that client's messages as its own.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "fencelock.h"
+
+#ifdef FL_HAVE_ETCD
+#include "client.h"
+#endif
+
+const char etcd_epoch_usage[] =
+    "Usage: fencelock etcd-epoch [OPTIONS]\n"
+    "\n"
+    "Show the token epoch of an etcd region, or bump it.  Tokens on etcd are\n"
+    "EPOCH << 40 | REVISION, REVISION being etcd's.  Restoring an etcd snapshot\n"
+    "(etcdctl snapshot restore) brings the revision back to the snapshot's, so\n"
+    "tokens would repeat: after a restore, and before any client resumes, bump\n"
+    "the epoch once.  Clients that were running across the restore refuse to\n"
+    "hand out tokens (ENOTRECOVERABLE) until it is bumped.\n"
+    "\n"
+    "Options:\n"
+    "  -r, --region URI   the etcd region, etcd://HOST:PORT[,HOST:PORT...]/PREFIX\n"
+    "                     (default: $FENCELOCK_REGION)\n"
+    "  -b, --bump         set the epoch to one more than the current one\n"
+    "  -a, --at-least N   with --bump: to N if that is more.  Use it when the\n"
+    "                     cluster was restored from the same snapshot before, or\n"
+    "                     its epoch was bumped after the snapshot was taken: N\n"
+    "                     must exceed every epoch ever used (as `fencelock\n"
+    "                     etcd-epoch` printed them, or the highest token >> 40)\n"
+    "  -h, --help         show this help and exit\n"
+    "\n"
+    "Prints \"epoch N\", or \"epoch N -> M\" after a bump.\n"
+    "\n"
+    "Environment:\n"
+    "  FENCELOCK_REGION           the region when --region is not given\n"
+    "  FENCELOCK_ETCD_TIMEOUT_MS  per-request timeout (default 2000)\n"
+    "\n"
+    "Exit status:\n"
+    "  0  the epoch was shown or bumped\n"
+    "  1  runtime error: no endpoint answered, the outcome of the bump is\n"
+    "     unknown (run it again without --bump to see), a bad answer\n"
+    "  2  bad usage: unknown option, extra argument, a bad N\n"
+    "  3  the region is not an etcd URI, is malformed, or this fencelock was\n"
+    "     built without etcd support\n";
+
+#ifdef FL_HAVE_ETCD
+static char etcd_why[1024];
+
+/* The client's messages (client.h): kept for the one line we print. */
+void fl__etcd_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(etcd_why, sizeof etcd_why, fmt, ap);
+    va_end(ap);
+}
+#endif
+
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("fencelock etcd-epoch: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\nTry 'fencelock etcd-epoch --help'.\n", stderr);
+    return CLI_EXIT_USAGE;
+}
+
+int etcd_epoch_main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"region", required_argument, NULL, 'r'},
+        {"bump", no_argument, NULL, 'b'},
+        {"at-least", required_argument, NULL, 'a'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *region = NULL;
+    bool bump = false;
+    uint64_t at_least = 0;
+    int c;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, ":r:ba:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'r':
+            region = optarg;
+            break;
+        case 'b':
+            bump = true;
+            break;
+        case 'a': {
+            char *end = NULL;
+            errno = 0;
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (errno || !*optarg || *end || optarg[0] == '-' || v == 0)
+                return usage_error("--at-least '%s': not an epoch (a positive number)", optarg);
+            at_least = v;
+            break;
+        }
+        case 'h':
+            fputs(etcd_epoch_usage, stdout);
+            return cli_finish_stdout();
+        case ':':
+            return usage_error("option '%s' needs an argument", argv[optind - 1]);
+        default:
+            return usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return usage_error("unexpected argument '%s'", argv[optind]);
+    if (at_least && !bump)
+        return usage_error("--at-least goes with --bump");
+    if (!region || !*region)
+        region = getenv(FL_REGION_ENV);
+    if (!region || !*region)
+        return usage_error("no region: give --region etcd://HOST:PORT/PREFIX or set %s",
+                           FL_REGION_ENV);
+#ifdef FL_HAVE_ETCD
+    if (!fl__etcd_is_uri(region)) {
+        fprintf(stderr, "fencelock etcd-epoch: '%s' is not an etcd region (etcd://...): "
+                        "a region file's epoch is fencelockd's\n",
+                region);
+        return CLI_EXIT_REGION;
+    }
+    struct fl__etcd_client *client = calloc(1, sizeof *client);
+    if (!client) {
+        fputs("fencelock etcd-epoch: out of memory\n", stderr);
+        return CLI_EXIT_RUNTIME;
+    }
+    int err = fl__etcd_client_init(client, region);
+    if (err) {
+        fprintf(stderr, "fencelock etcd-epoch: %s\n", etcd_why);
+        free(client);
+        return err == -EINVAL ? CLI_EXIT_REGION : CLI_EXIT_RUNTIME;
+    }
+    uint64_t before = 0, after = 0;
+    if (bump)
+        err = fl__etcd_epoch_bump(client, at_least, &before, &after);
+    else
+        err = fl__etcd_epoch_load(client, false, &before);
+    fl__etcd_client_destroy(client);
+    free(client);
+    if (err) {
+        fprintf(stderr, "fencelock etcd-epoch: %s (%s)\n", etcd_why, fl_err_name(err));
+        return CLI_EXIT_RUNTIME;
+    }
+    if (bump)
+        printf("epoch %" PRIu64 " -> %" PRIu64 "\n", before, after);
+    else
+        printf("epoch %" PRIu64 "\n", before);
+    return cli_finish_stdout();
+#else
+    (void)at_least;
+    fprintf(stderr, "fencelock etcd-epoch: this fencelock was built without etcd support "
+                    "(libcurl and jansson)\n");
+    return CLI_EXIT_REGION;
+#endif
+}
