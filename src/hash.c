@@ -2,7 +2,7 @@
 /*
  * hash.c - the checksum of the region format: FNV-1a 64, for the header's
  * checksum, the boot tag (clock.c) and the supervisor's state file.  (The
- * key index has its own word-at-a-time hash since format 4: keys.c, THE KEY
+ * key index has its own word-at-a-time hash since format 5: keys.c, THE KEY
  * HASH.)  Below every other file: it calls nothing.
  */
 #include "internal.h"

@@ -35,12 +35,12 @@
 #include "internal.h"
 
 /*
- * THE KEY HASH (format 4).  Eight bytes at a time: each little-endian word
+ * THE KEY HASH (format 5).  Eight bytes at a time: each little-endian word
  * of the key is folded into the state by a 64 x 64 -> 128-bit multiply whose
  * halves are xored (one `mul`, about 4 cycles); the length seeds the state.
- * Format 3 hashed byte by byte with FNV-1a (a dependent multiply per byte:
- * 17 of them for a 17-byte key), the largest share of a lookup after the
- * clock read (docs/benchmarks.md).  The 32 bits kept are the xor of the two
+ * Formats up to 4 hashed byte by byte with FNV-1a (a dependent multiply per
+ * byte: 17 of them for a 17-byte key), the largest share of a lookup after
+ * the clock read (docs/benchmarks.md).  The 32 bits kept are the xor of the two
  * halves: the low bits pick the home bucket, the top 8 become the bucket's
  * tag.  Quality: keys are chosen by trusted programs, not by an adversary;
  * a collision costs a probe, never correctness (keys are compared in full).
