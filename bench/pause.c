@@ -108,7 +108,7 @@ static void run_a(int in, int out)
         atomic_store(&sh->a_acq_ns, t);
         fb_put(out, 'a'); /* the runner stops us somewhere in the work below */
         while (fb_now_ns() - t < WORK_NS)
-            __builtin_ia32_pause();
+            fb_cpu_relax();
         uint64_t tw = fb_now_ns();
         int accepted, err;
         write_value(r, &l, trial, 'A', &accepted, &err);

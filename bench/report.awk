@@ -9,7 +9,8 @@
 #   target   case = the target, metric = what was measured, target = limit,
 #            verdict = PASS or MISS
 #   note     case = text shown under the question's table
-# Variables: mode (quick|full), cmd (the command that made the results).
+# Variables: mode (quick|full), cmd (the command that made the results), only
+# (non-empty when bench/run --only chose a subset).
 BEGIN {
     FS = ","
     title[1] = "1. Uncontended cost"
@@ -20,6 +21,7 @@ BEGIN {
     title[6] = "6. Scale: keys and waiters"
     title[7] = "7. A region on disk (durable records) against tmpfs"
     title[8] = "8. Language bindings against the same C calls (this run)"
+    title[9] = "9. etcd backend against raw etcd requests and etcdctl lock"
 }
 NR == 1 && $1 == "kind" { next }
 $1 == "machine" { mach[$3] = $4; machorder[++nm] = $3; next }
@@ -86,9 +88,9 @@ END {
         printf "| %s | %s | %s | %s | %s | **%s** |\n", tq[i], tname[i], tmeas[i], tval[i], tlim[i], tverd[i]
     printf "\n"
 
-    for (q = 1; q <= 8; q++) {
+    for (q = 1; q <= 9; q++) {
         if (!(q in hasq)) {
-            if (q == 8) continue  # bindings: only when measured
+            if (q == 8 || only != "") continue  # bindings, and a subset: only when measured
             printf "## %s\n\nno results (the program failed or was not run; see its log)\n\n", title[q]
             continue
         }

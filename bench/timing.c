@@ -21,7 +21,7 @@ void fb_spin_ns(uint64_t ns)
 {
     uint64_t end = fb_now_ns() + ns;
     while (fb_now_ns() < end)
-        __builtin_ia32_pause();
+        fb_cpu_relax();
 }
 
 /* The CPUs this process was allowed at the first call, before any pinning. */

@@ -25,6 +25,15 @@ uint64_t fb_now_ns(void);
 
 /* Busy-wait for ns nanoseconds (work inside or outside a critical section). */
 void fb_spin_ns(uint64_t ns);
+/* The CPU's spin-wait hint (pause, yield) for busy loops. */
+static inline void fb_cpu_relax(void)
+{
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 
 /* CPUs this process may run on (as at its start, before any pinning). */
 int fb_ncpu(void);

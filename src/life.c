@@ -65,7 +65,8 @@
  *   occupant's: then the pair the waiter read is gone, and the exact-pair
  *   CAS fails.  Tokens never repeat, so that pair cannot come back (ABA).
  *   A client whose life thread never started (pthread_create failed, no
- *   robust futexes, another C library) leaves life_tid 0: never dead to
+ *   robust futexes -- get_robust_list fails or names no list, as under
+ *   qemu-user --, another C library) leaves life_tid 0: never dead to
  *   waiters.  A region of format 3 (clients without life words) is refused
  *   by this library, and older libraries refuse format 4.  src/slot.pml
  *   (REUSE) starts a client in an entry a dead occupant left OWNER_DIED,
@@ -176,6 +177,16 @@ static void *fl__life_main(void *arg)
     struct fl__life *lf = arg;
     lf->tid = (uint32_t)syscall(SYS_gettid);
     int e = pthread_mutex_lock(lf->mutex);
+    /* The kernel walks this thread's robust list at its death only if
+     * glibc could register it (set_robust_list).  Where it could not
+     * (qemu-user answers ENOSYS: it cannot walk guest memory), the word
+     * would never say owner-died: no life word, the supervisor's path. */
+    void *head = NULL;
+    size_t head_len = 0;
+    if (e == 0 && (syscall(SYS_get_robust_list, 0, &head, &head_len) != 0 || head == NULL)) {
+        pthread_mutex_unlock(lf->mutex);
+        e = ENOTSUP;
+    }
     /* release: tid before the phase the opener reads */
     atomic_store_explicit(&lf->phase, e == 0 ? FL__LIFE_HOLDING : FL__LIFE_FAILED,
                           memory_order_release);

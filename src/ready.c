@@ -97,8 +97,17 @@ int fl__await_ready(fl_region *r)
         /* acquire: see the ordering above */
         uint32_t seq = atomic_load_explicit(&r->hdr->ready_wake, memory_order_acquire);
         uint64_t have = atomic_load_explicit(&r->hdr->ready_boot, memory_order_acquire);
-        if (have == want && !r->other_boot)
-            return 0;
+        if (have == want) {
+            /* r->other_boot was read from the header's boot_id when the
+             * region was mapped, maybe before a starting supervisor wrote
+             * this boot's id there; it writes boot_id before its release
+             * store of ready_boot, so after our acquire load saw the tag a
+             * fresh read sees this boot's id (a stale one would refuse a
+             * ready region for FL__READY_WAIT_NS, then fail with -EAGAIN) */
+            r->other_boot = !fl__same_boot(r);
+            if (!r->other_boot)
+                return 0;
+        }
         uint64_t now = fl__monotonic_ns(NULL);
         if (!fl__region_served(r) || now >= give_up) {
             if (r->other_boot)

@@ -4,15 +4,20 @@
  * pair CAS, waiting on wake_seq, expiry takeover and the supervisor's reap.
  * tests/model checks it with spin (ctest -R model_slot); README there.
  *
- * C-VERSION: the line after this comment names the blob of src/slot.c the
- * model was last checked against (ctest runs model_slot_sync to compare).
- * When slot.c changes: re-read both, fix the model, run the checks, and put
- * the new blob there (`git hash-object src/slot.c`).
+ * C-VERSION: the line after this comment names the blobs of src/slot.c and
+ * src/arch/pair.h (the pair CAS and fl__pair_load) the model was last
+ * checked against (ctest runs model_slot_sync and model_slot_sync_pair to
+ * compare).  When either changes: re-read them and the model, fix the
+ * model, run the checks, and put the new blob there (`git hash-object
+ * src/slot.c src/arch/pair.h`).
  *
- * WHAT IT MATCHES: src/slot.c at that blob, step for step:
+ * WHAT IT MATCHES: src/slot.c and src/arch/pair.h at those blobs, step for
+ * step:
  *   pair      state = token << 1 | HELD; lease = owner, deadline while held,
  *             0 or FREED_BY_DEATH while free.  Every transition is one
- *             cmpxchg16b of both words; a failed one hands back the pair.
+ *             16-byte CAS of both words (fl__pair_cas: cmpxchg16b, or casp
+ *             or an ldaxp/stlxp loop on aarch64); a failed one hands back
+ *             the pair.
  *   load      fl__pair_load: load state; load lease; load state again;
  *             retry until the two state loads agree.
  *   acquire   load; read the clock; held and not expired: the first time,
@@ -126,9 +131,12 @@
  *   - ATOMIC_LOAD: configurations too big for the three-step load use the
  *     lemma above, checked by the configurations that expand it.
  *   - Sequentially consistent memory.  The C code's orders (seq_cst
- *     fetch-add and loads on the Dekker pair, cmpxchg16b as a full
- *     barrier, acquire loads in fl__pair_load) are what makes SC a sound
- *     view on x86-64; the memory orders themselves are not checked.
+ *     fetch-add and loads on the Dekker pair, the pair CAS as a seq_cst
+ *     compare-exchange (cmpxchg16b, a full barrier, on x86-64; caspal or
+ *     ldaxp/stlxp, acquire and release, each followed by an ldar, on
+ *     aarch64), acquire loads in fl__pair_load) are what makes SC a sound
+ *     view on both architectures (docs/memory-orders.md); the memory
+ *     orders themselves are not checked.
  *   - The spin loop is one load of the state word.  The epoch and overflow
  *     checks of the token counter, the voiding of another boot's leases
  *     (before clients open), counters, holder fields, events and stale
@@ -217,7 +225,13 @@
  * wake, which the model's waiters already tolerate); and the trigger's
  * write to the cancel's eventfd after all that, which only network (etcd)
  * waits poll and which touches no pair and no count. */
-/* C-VERSION: src/slot.c git-blob ec751c9755e30cf0c819a60c8c1e6d4d2960ac01 */
+/* Issue 17 (arm64) moved fl__pair_cas, fl__pair_load and the spin hint out
+ * of slot.c into src/arch/pair.h (the CAS per architecture below it),
+ * unchanged for x86-64, and added aarch64's CAS (casp or ldaxp/stlxp, with
+ * the same contract): no step of the model changed, only where the code
+ * lives. */
+/* C-VERSION: src/slot.c git-blob ea117c7fc77e39e8f12a1fe3a00c5599af533fea,
+ *            src/arch/pair.h git-blob 45e7522c2cfac30b62696ad91b30a8c876593ed4 */
 
 #ifndef NC
 #define NC 3

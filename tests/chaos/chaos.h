@@ -91,7 +91,7 @@ void ch_key_name(char *buf, size_t cap, int key);
 void ch_rec_name(char *buf, size_t cap, int rec); /* rec = key * rpk + j */
 
 /* ---- self-checking values ---------------------------------------------------
- * A value (little-endian, host order on x86-64):
+ * A value (little-endian, host order on x86-64 and aarch64):
  *   magic u64 | wid u32 | rec u32 | seq u64 | token u64 | len u32 | 0 u32 |
  *   filler (from a PRNG seeded by wid, seq, token) | FNV-1a 64 of all before
  * so a read names its writer, its sequence number and its token, and any

@@ -6,6 +6,7 @@
  */
 #include "chaos.h"
 #include "duration.h"
+#include "linz.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +26,7 @@
 static const char usage[] =
     "Usage: fl_chaos [OPTIONS]\n"
     "       fl_chaos --check DIR\n"
+    "       fl_chaos --check-history FILE\n"
     "\n"
     "Chaos run against a private fencelockd: N workers acquire keys, commit\n"
     "self-checking values and read records while the controller pauses\n"
@@ -54,6 +56,9 @@ static const char usage[] =
     "  --keep               keep the run directory even without violations\n"
     "  --fencelockd PATH    the supervisor binary [" FENCELOCKD_PATH "]\n"
     "  --check DIR          only check the logs of an earlier run in DIR\n"
+    "  --check-history FILE check a history of commits, reads and acquisitions\n"
+    "                       for linearizability (linz.h: the format; written by\n"
+    "                       the etcd fault test etcd_linz); exit 0 or 1\n"
     "  -h, --help           this help\n";
 
 static int parse_num(const char *name, const char *s, long lo, long hi, long *out)
@@ -110,10 +115,11 @@ int main(int argc, char **argv)
         .record_size = 1024,
     };
     snprintf(c.fencelockd, sizeof c.fencelockd, "%s", FENCELOCKD_PATH);
-    const char *check_dir = NULL;
+    const char *check_dir = NULL, *check_history = NULL;
     bool have_seed = false;
     enum { O_DUR = 256, O_SEED, O_WORKERS, O_KEYS, O_RPK, O_LEASE, O_SLACK, O_PAUSE, O_KILL,
-           O_RESTART, O_DOWN, O_STRESS, O_NOSTRESS, O_SPARE, O_DIR, O_KEEP, O_DAEMON, O_CHECK };
+           O_RESTART, O_DOWN, O_STRESS, O_NOSTRESS, O_SPARE, O_DIR, O_KEEP, O_DAEMON, O_CHECK,
+           O_CHECK_HISTORY };
     static const struct option opts[] = {
         {"duration", required_argument, NULL, O_DUR},
         {"seed", required_argument, NULL, O_SEED},
@@ -133,6 +139,7 @@ int main(int argc, char **argv)
         {"keep", no_argument, NULL, O_KEEP},
         {"fencelockd", required_argument, NULL, O_DAEMON},
         {"check", required_argument, NULL, O_CHECK},
+        {"check-history", required_argument, NULL, O_CHECK_HISTORY},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -194,6 +201,7 @@ int main(int argc, char **argv)
         case O_KEEP: c.keep = true; break;
         case O_DAEMON: snprintf(c.fencelockd, sizeof c.fencelockd, "%s", optarg); break;
         case O_CHECK: check_dir = optarg; break;
+        case O_CHECK_HISTORY: check_history = optarg; break;
         case 'h': fputs(usage, stdout); return 0;
         default: fputs(usage, stderr); return 2;
         }
@@ -204,6 +212,17 @@ int main(int argc, char **argv)
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
 
+    if (check_history) {
+        lz_history *h = lz_new();
+        if (lz_load(h, check_history) != 0) {
+            fprintf(stderr, "fl_chaos: %s: cannot read it\n", check_history);
+            lz_free(h);
+            return 3;
+        }
+        long v = lz_check(h, stdout, 0);
+        lz_free(h);
+        return v ? 1 : 0;
+    }
     if (check_dir) {
         if (ch_config_read(&c, check_dir) != 0) {
             fprintf(stderr, "fl_chaos: %s/config: cannot read it\n", check_dir);

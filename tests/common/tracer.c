@@ -40,6 +40,7 @@ int tr_wait_sigstop(pid_t pid, int timeout_ms)
     }
 }
 
+#if TR_SUPPORTED
 static int tr_regs(pid_t pid, struct user_regs_struct *regs)
 {
     return ptrace(PTRACE_GETREGS, pid, NULL, regs) == 0 ? 0 : -1;
@@ -138,6 +139,43 @@ int tr_run_to_addr(tr_ctx *t, uint64_t addr)
     regs.rip = addr; /* back onto the instruction the int3 replaced */
     return ptrace(PTRACE_SETREGS, t->pid, NULL, &regs) == 0 ? 0 : -1;
 }
+
+#else /* !TR_SUPPORTED: the register-level driver is x86-64 only (tracer.h) */
+static int tr_unsupported(const char *fn)
+{
+    fprintf(stderr, "tracer: %s: the ptrace driver reads x86-64 registers only\n", fn);
+    return -1;
+}
+
+uint64_t tr_rip(pid_t pid, uint8_t insn[8])
+{
+    (void)pid;
+    if (insn)
+        memset(insn, 0, 8);
+    tr_unsupported("tr_rip");
+    return 0;
+}
+
+int tr_run_to(tr_ctx *t, pid_t pid, uintptr_t fn, long max_steps)
+{
+    (void)fn, (void)max_steps;
+    memset(t, 0, sizeof *t);
+    t->pid = pid;
+    return tr_unsupported("tr_run_to");
+}
+
+int tr_step(tr_ctx *t, long n, tr_insn_fn cb, void *ctx)
+{
+    (void)t, (void)n, (void)cb, (void)ctx;
+    return tr_unsupported("tr_step");
+}
+
+int tr_run_to_addr(tr_ctx *t, uint64_t addr)
+{
+    (void)t, (void)addr;
+    return tr_unsupported("tr_run_to_addr");
+}
+#endif
 
 int tr_detach(pid_t pid) { return ptrace(PTRACE_DETACH, pid, NULL, NULL) == 0 ? 0 : -1; }
 

@@ -20,6 +20,18 @@
 #ifndef FL_TEST_TRACER_H
 #define FL_TEST_TRACER_H
 
+/* The stepping functions (tr_run_to, tr_step, tr_run_to_addr, tr_rip) read
+ * and write x86-64 registers (rip, rsp, int3): x86-64 only.  Elsewhere they
+ * fail (-1) with a message and TR_SUPPORTED is 0, and the tests that step
+ * through the library (rec_ptrace, rec_kill, two cases of integ_death) are
+ * not built or skip.  (They could not run in the aarch64 cross test anyway:
+ * qemu-user does not let one guest process ptrace another.) */
+#if defined(__x86_64__)
+#define TR_SUPPORTED 1
+#else
+#define TR_SUPPORTED 0
+#endif
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>

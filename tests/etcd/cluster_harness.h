@@ -19,6 +19,18 @@
  * subset of the members, and a raw request to one member.  Failures of the
  * harness itself fail the test (cmocka) with the member's log tail.
  *
+ * Network namespaces (ec_netns_*, root only): a member may run in a
+ * namespace of its own, joined to this host by a veth pair with addresses
+ * of 10.213.X.0/24 (a /24 no interface uses), and be cut off (the
+ * namespace's end of the veth down) and joined again; ec_start_on() puts
+ * members on given addresses and namespaces.  Namespaces are deleted at exit
+ * even after a failure, and ones left by a test process that was killed are
+ * deleted by the next creation.
+ *
+ * The cluster and namespace code (cluster.c) has no cmocka: bench/etcd.c
+ * builds it too.  Its failures go to ec_fail(), which cluster_harness.c
+ * defines for the tests (the test fails with the message).
+ *
  * Also here: a fake etcd (ec_fake_*), an HTTP server on a loopback port
  * whose answers the test scripts, for the untrusted-answer tests; and
  * ec_agent_*, a child process with its own fl_region handle on a URI, driven
@@ -42,6 +54,8 @@ typedef struct ec_member {
     pid_t pid;           /* 0: not running */
     bool paused;         /* SIGSTOPped by ec_pause */
     int client_port, peer_port;
+    char host[32];       /* the address it listens on (127.0.0.1 unless placed) */
+    char netns[32];      /* the network namespace it runs in ("" : this one) */
     char name[16];
     char data_dir[600];
     char log_path[600];
@@ -55,8 +69,16 @@ typedef struct ec_cluster {
     int generation;            /* data directories made so far (restores make new ones) */
 } ec_cluster;
 
+/* A failure of the harness: reports fmt and does not return (defined by
+ * the program: cluster_harness.c fails the cmocka test). */
+void ec_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
 /* Start n members and wait until the cluster answers (fails the test). */
 void ec_start(ec_cluster *c, int n);
+/* The same with member i listening on hosts[i] (NULL: 127.0.0.1) inside
+ * network namespace netns[i] (NULL or "": this one); either array may be
+ * NULL. */
+void ec_start_on(ec_cluster *c, int n, const char *const *hosts, const char *const *netns);
 /* SIGKILL every member that runs, and reap them. */
 void ec_stop_all(ec_cluster *c);
 /* Send sig (SIGKILL, SIGTERM) to member i and reap it. */
@@ -71,7 +93,7 @@ bool ec_wait_ready(const ec_cluster *c, int i, int timeout_ms);
 /* The index of the member that is the leader (asked of a running member),
  * -1 if none could say within timeout_ms. */
 int ec_leader(const ec_cluster *c, int timeout_ms);
-/* "etcd://127.0.0.1:P,.../prefix" naming the members whose bit is set in
+/* "etcd://HOST:P,.../prefix" naming the members whose bit is set in
  * which (0: all), into buf; returns buf. */
 const char *ec_uri(const ec_cluster *c, unsigned which, const char *prefix, char *buf,
                    size_t cap);
@@ -90,6 +112,29 @@ int ec_post(const ec_cluster *c, int i, const char *path, const char *body, char
  * output goes to out (cut to cap) when out is not NULL, else to the test's
  * stderr. */
 int ec_run(const char *const *argv, int timeout_ms, char *out, size_t cap);
+
+/* ---- network namespaces (root) ---- */
+typedef struct ec_netns {
+    bool created;
+    char name[32];                /* ip netns name: fl<PID><letter> */
+    char host_if[16], ns_if[16];  /* the veth pair's two ends */
+    char host_addr[16];           /* 10.213.X.1, on this namespace's end */
+    char ns_addr[16];             /* 10.213.X.2, inside the namespace */
+} ec_netns;
+/* Create a namespace joined by a veth pair: 0, or -1 with the reason in why
+ * (not root, no ip command, no namespaces). */
+int ec_netns_create(ec_netns *n, char *why, size_t cap);
+/* Cut the namespace off (its end of the veth down: nothing goes in or out,
+ * silently), and join it again.  Fail the test if ip fails. */
+void ec_netns_cut(const ec_netns *n);
+void ec_netns_heal(const ec_netns *n);
+/* Delete the veth pair and the namespace (stop its members first). */
+void ec_netns_destroy(ec_netns *n);
+/* Move the calling process (a child) into namespace name: 0 or -errno. */
+int ec_netns_enter(const char *name);
+/* True when FL_REQUIRE_NETNS=1 (.ci/run, tools/test): a namespace that
+ * cannot be made fails the test instead of skipping it. */
+bool ec_netns_required(void);
 
 /* ---- a fake etcd ---- */
 typedef struct ec_fake ec_fake;
@@ -128,6 +173,8 @@ typedef struct ec_reply {
  *   rel                      fl_release of the kept lease
  *   exit                     fl_close and exit */
 void ec_agent_start(ec_agent *a, const char *uri);
+/* The same, the agent running inside network namespace netns. */
+void ec_agent_start_in(ec_agent *a, const char *uri, const char *netns);
 ec_reply ec_agent_do(ec_agent *a, int timeout_ms, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Send a command without waiting; ec_agent_read reads its answer. */

@@ -357,6 +357,8 @@ static void expect_sleeper_woken(struct stranded *x, uint64_t since, bool same_e
 static void test_releaser_killed_before_wake(void **state)
 {
     (void)state;
+    if (!TR_SUPPORTED)
+        skip(); /* steps through fl_release with ptrace: x86-64 only (tracer.h) */
     th_daemon d;
     const char *region = th_path("window.region");
     ag_daemon_start(&d, region);
@@ -381,6 +383,8 @@ static void test_releaser_killed_before_wake(void **state)
 static void test_supervisor_start_wakes_stranded_sleeper(void **state)
 {
     (void)state;
+    if (!TR_SUPPORTED)
+        skip(); /* steps through fl_release with ptrace: x86-64 only (tracer.h) */
     th_daemon d;
     const char *region = th_path("window-nosup.region");
     ag_daemon_start(&d, region); /* creates the region */

@@ -61,6 +61,16 @@ struct rec {
 };
 
 static struct shared *sh;
+
+/* The CPU's spin-wait hint, while a holder works or overruns its lease. */
+static inline void spin_hint(void)
+{
+#if defined(__x86_64__)
+    __asm__ __volatile__("pause");
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 static char region_path[512];
 static char out_dir[512];
 
@@ -112,7 +122,7 @@ static void *worker_main(void *arg)
             atomic_fetch_add(&sh->violations, 1); /* token not above the last seen */
         atomic_store(&sh->last[k], l.token);
         for (int s = 0; s < (int)(rand_r(&seed) % 200); s++)
-            __asm__ __volatile__("pause");
+            spin_hint();
         atomic_fetch_sub(&sh->inside[k], 1);
         w->recs[w->n++] = (struct rec){k, (uint32_t)(w->proc * NTHR + w->thr), l.token};
         rc = fl_release(w->r, &l);
@@ -136,7 +146,7 @@ static void *worker_main(void *arg)
                                        l.token};
         if (i % 4 == 0)
             while (th_now_ns() <= l.deadline_ns) /* overrun the lease on purpose */
-                __asm__ __volatile__("pause");
+                spin_hint();
         rc = fl_release(w->r, &l);
         if (rc != 0 && rc != -ESTALE) /* -ESTALE: expired, maybe taken over */
             note_error(rc);

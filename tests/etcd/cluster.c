@@ -1,0 +1,703 @@
+/* SPDX-License-Identifier: MIT */
+/* cluster.c - real etcd members and network namespaces for the etcd
+ * backend's tests and benchmarks: see cluster_harness.h.  No cmocka here
+ * (bench/etcd.c builds this file too): a failure of the harness goes to
+ * ec_fail(), which each program defines (cluster_harness.c: the test
+ * fails; bench/etcd.c: the benchmark dies with the message). */
+#include "cluster_harness.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#define EC_READY_MS 30000
+
+/* ---- bookkeeping: every member this process started dies at exit ---- */
+static pid_t ec_pids[64];
+static int ec_npids;
+
+static pid_t ec_owner; /* the process that started the members */
+
+static void ec_kill_leftovers(void)
+{
+    if (getpid() != ec_owner)
+        return; /* a forked child that called exit(): not its members */
+    for (int i = 0; i < ec_npids; i++)
+        if (ec_pids[i] > 0) {
+            kill(ec_pids[i], SIGCONT);
+            kill(ec_pids[i], SIGKILL);
+            waitpid(ec_pids[i], NULL, 0);
+            ec_pids[i] = 0;
+        }
+}
+
+static void ec_track(pid_t pid)
+{
+    static bool registered;
+    if (!registered) {
+        ec_owner = getpid();
+        atexit(ec_kill_leftovers);
+        registered = true;
+    }
+    for (int i = 0; i < ec_npids; i++)
+        if (ec_pids[i] == 0) {
+            ec_pids[i] = pid;
+            return;
+        }
+    if (ec_npids < (int)(sizeof ec_pids / sizeof ec_pids[0]))
+        ec_pids[ec_npids++] = pid;
+}
+
+static void ec_untrack(pid_t pid)
+{
+    for (int i = 0; i < ec_npids; i++)
+        if (ec_pids[i] == pid)
+            ec_pids[i] = 0;
+}
+
+static const char *ec_etcd_bin(void)
+{
+    const char *b = getenv("FL_ETCD_BIN");
+    return b && *b ? b : "etcd";
+}
+
+static const char *ec_etcdctl_bin(void)
+{
+    const char *b = getenv("FL_ETCDCTL_BIN");
+    return b && *b ? b : "etcdctl";
+}
+
+/* ---- ports ---- */
+
+static bool ec_port_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+/* Two free ports, from a range of this process's own (see the header). */
+static void ec_two_ports(int *a, int *b)
+{
+    static int next;
+    if (!next)
+        next = 21000 + (int)(getpid() % 900) * 12;
+    for (int tries = 0; tries < 2000; tries++) {
+        int p = next;
+        next += 2;
+        if (next >= 32700)
+            next = 21000;
+        if (ec_port_free(p) && ec_port_free(p + 1)) {
+            *a = p;
+            *b = p + 1;
+            return;
+        }
+    }
+    ec_fail("no two free loopback ports");
+}
+
+/* ---- HTTP ---- */
+
+struct ec_buf {
+    char *p;
+    size_t n, cap;
+};
+
+static size_t ec_write(char *d, size_t size, size_t nmemb, void *arg)
+{
+    struct ec_buf *b = arg;
+    size_t n = size * nmemb;
+    size_t take = b->n + n < b->cap ? n : (b->cap > b->n ? b->cap - b->n - 1 : 0);
+    if (take) {
+        memcpy(b->p + b->n, d, take);
+        b->n += take;
+        b->p[b->n] = '\0';
+    }
+    return n;
+}
+
+static void ec_curl_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+static int ec_post_port(const char *host, int port, const char *path, const char *body, char *out, size_t cap,
+                        long timeout_ms)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, ec_curl_init);
+    CURL *h = curl_easy_init();
+    if (!h)
+        return 0;
+    char url[256];
+    snprintf(url, sizeof url, "http://%s:%d%s", host, port, path);
+    char dummy[1];
+    struct ec_buf b = {.p = out ? out : dummy, .n = 0, .cap = out ? cap : sizeof dummy};
+    b.p[0] = '\0';
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_PROXY, "");
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, ec_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+    long status = 0;
+    if (curl_easy_perform(h) == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(h);
+    return (int)status;
+}
+
+int ec_post(const ec_cluster *c, int i, const char *path, const char *body, char *out,
+            size_t cap)
+{
+    return ec_post_port(c->m[i].host, c->m[i].client_port, path, body, out, cap, 5000);
+}
+
+/* ---- processes ---- */
+
+static void ec_log_tail(const char *path)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "tail -n 30 '%s' >&2", path);
+    if (system(cmd) != 0) { /* best effort */
+    }
+}
+
+int ec_run(const char *const *argv, int timeout_ms, char *out, size_t cap)
+{
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (out) {
+            dup2(pfd[1], 1);
+            dup2(pfd[1], 2);
+        }
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(pfd[1]);
+    size_t n = 0;
+    uint64_t deadline = th_now_ns() + (uint64_t)timeout_ms * TH_MS;
+    bool timed_out = false;
+    for (;;) {
+        uint64_t now = th_now_ns();
+        if (now >= deadline) {
+            timed_out = true;
+            break;
+        }
+        struct pollfd p = {.fd = pfd[0], .events = POLLIN};
+        int rc = poll(&p, 1, (int)((deadline - now) / TH_MS) + 1);
+        if (rc < 0 && errno == EINTR)
+            continue;
+        if (rc <= 0)
+            continue;
+        char buf[4096];
+        ssize_t k = read(pfd[0], buf, sizeof buf);
+        if (k <= 0)
+            break;
+        if (out && cap) {
+            size_t take = (size_t)k < cap - 1 - n ? (size_t)k : cap - 1 - n;
+            memcpy(out + n, buf, take);
+            n += take;
+        }
+    }
+    close(pfd[0]);
+    if (out && cap)
+        out[n] = '\0';
+    if (timed_out)
+        kill(pid, SIGKILL);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (timed_out || !WIFEXITED(st))
+        return -1;
+    return WEXITSTATUS(st);
+}
+
+static void ec_spawn_member(ec_cluster *c, int i, const char *state)
+{
+    ec_member *m = &c->m[i];
+    char client[64], peer[64];
+    snprintf(client, sizeof client, "http://%s:%d", m->host, m->client_port);
+    snprintf(peer, sizeof peer, "http://%s:%d", m->host, m->peer_port);
+    const char *argv[] = {ec_etcd_bin(),
+                          "--name", m->name,
+                          "--data-dir", m->data_dir,
+                          "--listen-client-urls", client,
+                          "--advertise-client-urls", client,
+                          "--listen-peer-urls", peer,
+                          "--initial-advertise-peer-urls", peer,
+                          "--initial-cluster", c->initial_cluster,
+                          "--initial-cluster-token", c->token,
+                          "--initial-cluster-state", state,
+                          NULL};
+    /* A member in a network namespace: the child joins it before exec. */
+    int nsfd = -1;
+    if (m->netns[0]) {
+        char path[64];
+        snprintf(path, sizeof path, "/run/netns/%s", m->netns);
+        nsfd = open(path, O_RDONLY | O_CLOEXEC);
+        if (nsfd < 0)
+            ec_fail("open %s: %s", path, strerror(errno));
+    }
+    pid_t pid = fork();
+    if (pid < 0)
+        ec_fail("fork: %s", strerror(errno));
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (nsfd >= 0 && setns(nsfd, CLONE_NEWNET) != 0)
+            _exit(126);
+        int fd = open(m->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    if (nsfd >= 0)
+        close(nsfd);
+    m->pid = pid;
+    m->paused = false;
+    ec_track(pid);
+}
+
+bool ec_wait_ready(const ec_cluster *c, int i, int timeout_ms)
+{
+    uint64_t deadline = th_now_ns() + (uint64_t)timeout_ms * TH_MS;
+    do {
+        char out[512];
+        if (c->m[i].pid > 0) {
+            int st = 0;
+            if (waitpid(c->m[i].pid, &st, WNOHANG) == c->m[i].pid) {
+                ec_untrack(c->m[i].pid);
+                ((ec_cluster *)c)->m[i].pid = 0;
+                return false; /* it exited */
+            }
+        }
+        if (ec_post_port(c->m[i].host, c->m[i].client_port, "/v3/kv/range", "{\"key\":\"AA==\"}", out,
+                         sizeof out, 2000) == 200)
+            return true;
+        struct timespec ts = {0, 20 * 1000 * 1000}; /* polling a condition */
+        nanosleep(&ts, NULL);
+    } while (th_now_ns() < deadline);
+    return false;
+}
+
+static void ec_require_ready(ec_cluster *c, int i)
+{
+    if (!ec_wait_ready(c, i, EC_READY_MS)) {
+        ec_log_tail(c->m[i].log_path);
+        ec_fail("etcd member %s (client %s:%d) did not get ready", c->m[i].name, c->m[i].host,
+                c->m[i].client_port);
+    }
+}
+
+static void ec_new_dirs(ec_cluster *c)
+{
+    c->generation++;
+    char token[sizeof c->token]; /* copied: the member is inside c too */
+    memcpy(token, c->token, sizeof token);
+    for (int i = 0; i < c->n; i++) {
+        ec_member *m = &c->m[i];
+        char name[sizeof m->name];
+        memcpy(name, m->name, sizeof name);
+        snprintf(m->data_dir, sizeof m->data_dir, "%s/%s.%s.g%d", th_tmpdir(), token, name,
+                 c->generation);
+        snprintf(m->log_path, sizeof m->log_path, "%s/%s.%s.log", th_tmpdir(), token, name);
+    }
+}
+
+void ec_start(ec_cluster *c, int n)
+{
+    ec_start_on(c, n, NULL, NULL);
+}
+
+void ec_start_on(ec_cluster *c, int n, const char *const *hosts, const char *const *netns)
+{
+    static int seq;
+    if (n < 1 || n > EC_MAX_MEMBERS)
+        ec_fail("ec_start: %d members", n);
+    memset(c, 0, sizeof *c);
+    c->n = n;
+    snprintf(c->token, sizeof c->token, "fltest-%d-%d", (int)getpid(), seq++);
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        ec_member *m = &c->m[i];
+        snprintf(m->name, sizeof m->name, "m%d", i);
+        snprintf(m->host, sizeof m->host, "%s", hosts && hosts[i] ? hosts[i] : "127.0.0.1");
+        snprintf(m->netns, sizeof m->netns, "%s", netns && netns[i] ? netns[i] : "");
+        ec_two_ports(&m->client_port, &m->peer_port);
+        off += (size_t)snprintf(c->initial_cluster + off, sizeof c->initial_cluster - off,
+                                "%s%s=http://%s:%d", i ? "," : "", m->name, m->host,
+                                m->peer_port);
+    }
+    ec_new_dirs(c);
+    for (int i = 0; i < n; i++)
+        ec_spawn_member(c, i, "new");
+    for (int i = 0; i < n; i++)
+        ec_require_ready(c, i);
+}
+
+void ec_kill(ec_cluster *c, int i, int sig)
+{
+    ec_member *m = &c->m[i];
+    if (m->pid <= 0)
+        return;
+    if (m->paused && sig != SIGKILL)
+        kill(m->pid, SIGCONT);
+    kill(m->pid, sig);
+    waitpid(m->pid, NULL, 0);
+    ec_untrack(m->pid);
+    m->pid = 0;
+    m->paused = false;
+}
+
+void ec_stop_all(ec_cluster *c)
+{
+    for (int i = 0; i < c->n; i++)
+        ec_kill(c, i, SIGKILL);
+}
+
+void ec_pause(ec_cluster *c, int i)
+{
+    if (c->m[i].pid <= 0 || kill(c->m[i].pid, SIGSTOP) != 0 ||
+        !th_wait_stopped(c->m[i].pid, 10000))
+        ec_fail("member %s could not be stopped (SIGSTOP)", c->m[i].name);
+    c->m[i].paused = true;
+}
+
+void ec_resume(ec_cluster *c, int i)
+{
+    if (c->m[i].pid <= 0 || kill(c->m[i].pid, SIGCONT) != 0)
+        ec_fail("member %s could not be continued (SIGCONT)", c->m[i].name);
+    c->m[i].paused = false;
+}
+
+void ec_restart(ec_cluster *c, int i)
+{
+    if (c->m[i].pid != 0)
+        ec_fail("ec_restart: member %s still runs", c->m[i].name);
+    ec_spawn_member(c, i, "existing");
+    ec_require_ready(c, i);
+}
+
+int ec_leader(const ec_cluster *c, int timeout_ms)
+{
+    uint64_t deadline = th_now_ns() + (uint64_t)timeout_ms * TH_MS;
+    do {
+        for (int i = 0; i < c->n; i++) {
+            if (c->m[i].pid <= 0 || c->m[i].paused)
+                continue;
+            char out[2048];
+            if (ec_post(c, i, "/v3/maintenance/status", "{}", out, sizeof out) != 200)
+                continue;
+            json_t *j = json_loads(out, 0, NULL);
+            json_t *hdr = json_object_get(j, "header");
+            const char *me = json_string_value(json_object_get(hdr, "member_id"));
+            const char *leader = json_string_value(json_object_get(j, "leader"));
+            bool is = me && leader && strcmp(me, leader) == 0;
+            json_decref(j);
+            if (is)
+                return i;
+        }
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    } while (th_now_ns() < deadline);
+    return -1;
+}
+
+const char *ec_uri(const ec_cluster *c, unsigned which, const char *prefix, char *buf,
+                   size_t cap)
+{
+    size_t off = (size_t)snprintf(buf, cap, "etcd://");
+    bool first = true;
+    for (int i = 0; i < c->n; i++) {
+        if (which && !(which & (1u << i)))
+            continue;
+        off += (size_t)snprintf(buf + off, cap - off, "%s%s:%d", first ? "" : ",",
+                                c->m[i].host, c->m[i].client_port);
+        first = false;
+    }
+    snprintf(buf + off, cap - off, "/%s", prefix);
+    return buf;
+}
+
+void ec_snapshot_save(const ec_cluster *c, int i, const char *file)
+{
+    char ep[64], out[4096];
+    snprintf(ep, sizeof ep, "http://%s:%d", c->m[i].host, c->m[i].client_port);
+    const char *argv[] = {ec_etcdctl_bin(), "--endpoints", ep, "snapshot", "save", file, NULL};
+    int st = ec_run(argv, 30000, out, sizeof out);
+    if (st != 0)
+        ec_fail("etcdctl snapshot save: status %d: %s", st, out);
+}
+
+void ec_snapshot_restore(ec_cluster *c, const char *file)
+{
+    ec_stop_all(c);
+    ec_new_dirs(c);
+    for (int i = 0; i < c->n; i++) {
+        ec_member *m = &c->m[i];
+        char peer[64], out[4096];
+        snprintf(peer, sizeof peer, "http://%s:%d", m->host, m->peer_port);
+        const char *argv[] = {ec_etcdctl_bin(), "snapshot", "restore", file,
+                              "--name", m->name,
+                              "--data-dir", m->data_dir,
+                              "--initial-cluster", c->initial_cluster,
+                              "--initial-cluster-token", c->token,
+                              "--initial-advertise-peer-urls", peer,
+                              NULL};
+        int st = ec_run(argv, 30000, out, sizeof out);
+        if (st != 0)
+            ec_fail("etcdctl snapshot restore: status %d: %s", st, out);
+    }
+    for (int i = 0; i < c->n; i++)
+        ec_spawn_member(c, i, "new");
+    for (int i = 0; i < c->n; i++)
+        ec_require_ready(c, i);
+}
+
+
+/* ---- network namespaces ---- */
+
+/* Copies of the namespaces alive (a test that failed may have lost its own). */
+static ec_netns ec_live_ns[8];
+
+static const char *ec_ip_bin(void)
+{
+    if (access("/usr/sbin/ip", X_OK) == 0)
+        return "/usr/sbin/ip";
+    if (access("/sbin/ip", X_OK) == 0)
+        return "/sbin/ip";
+    return "ip";
+}
+
+/* Run `ip ARGS...` (NULL-terminated); its exit status, its output in out. */
+static int ec_ip(char *out, size_t cap, ...)
+{
+    const char *argv[16] = {ec_ip_bin()};
+    int n = 1;
+    va_list ap;
+    va_start(ap, cap);
+    for (const char *a; n < 15 && (a = va_arg(ap, const char *)) != NULL;)
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    char dummy[512];
+    return ec_run(argv, 10000, out ? out : dummy, out ? cap : sizeof dummy);
+}
+
+bool ec_netns_required(void)
+{
+    const char *v = getenv("FL_REQUIRE_NETNS");
+    return v && strcmp(v, "1") == 0;
+}
+
+static void ec_netns_delete(const ec_netns *n)
+{
+    ec_ip(NULL, 0, "link", "del", n->host_if, NULL); /* takes the namespace's end too */
+    ec_ip(NULL, 0, "netns", "del", n->name, NULL);
+}
+
+static pid_t ec_ns_owner; /* the process that made the namespaces */
+
+static void ec_netns_atexit(void)
+{
+    if (getpid() != ec_ns_owner)
+        return; /* a forked child that called exit(): not its namespaces */
+    ec_kill_leftovers(); /* a member inside keeps the namespace alive */
+    for (size_t i = 0; i < sizeof ec_live_ns / sizeof ec_live_ns[0]; i++)
+        if (ec_live_ns[i].created) {
+            ec_netns_delete(&ec_live_ns[i]);
+            ec_live_ns[i].created = false;
+        }
+}
+
+/* Namespaces (and their host-side veths) left by a test process that is
+ * gone (killed by ctest's timeout, say): named fl<PID><letter>. */
+static void ec_netns_reap_stale(void)
+{
+    char out[4096];
+    if (ec_ip(out, sizeof out, "netns", "list", NULL) != 0)
+        return;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        int pid = 0;
+        char letter = 0, name[32], host_if[32];
+        if (sscanf(line, "fl%d%c", &pid, &letter) != 2 || pid <= 0 || letter < 'a' ||
+            letter > 'z')
+            continue;
+        if (kill(pid, 0) == 0 || errno != ESRCH)
+            continue;
+        snprintf(name, sizeof name, "fl%d%c", pid, letter);
+        snprintf(host_if, sizeof host_if, "fh%d%c", pid, letter);
+        ec_ip(NULL, 0, "link", "del", host_if, NULL);
+        ec_ip(NULL, 0, "netns", "del", name, NULL);
+    }
+}
+
+/* A /24 of 10.213.0.0/16 that no interface of this host uses. */
+static int ec_free_subnet(void)
+{
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) != 0)
+        return -1;
+    bool used[256] = {false};
+    for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
+            continue;
+        uint32_t a = ntohl(((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr);
+        if ((a >> 16) == ((10u << 8) | 213u))
+            used[(a >> 8) & 0xff] = true;
+    }
+    freeifaddrs(ifs);
+    for (int k = 0; k < 250; k++) {
+        int x = 1 + (int)((getpid() + k) % 250);
+        if (!used[x])
+            return x;
+    }
+    return -1;
+}
+
+int ec_netns_create(ec_netns *n, char *why, size_t cap)
+{
+    static int seq;
+    memset(n, 0, sizeof *n);
+    if (geteuid() != 0) {
+        snprintf(why, cap, "network namespaces need root (euid %d)", (int)geteuid());
+        return -1;
+    }
+    char out[1024];
+    if (ec_ip(out, sizeof out, "-V", NULL) != 0) {
+        snprintf(why, cap, "the ip command (iproute2) does not run: %s", out);
+        return -1;
+    }
+    /* One creator at a time on this host (ctest -j): the subnet check and
+     * the creation are one step. */
+    int lock = open("/tmp/fencelock-test-netns.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lock >= 0)
+        flock(lock, LOCK_EX);
+    ec_netns_reap_stale();
+    int x = ec_free_subnet();
+    char letter = (char)('a' + seq++ % 26);
+    snprintf(n->name, sizeof n->name, "fl%d%c", (int)getpid(), letter);
+    snprintf(n->host_if, sizeof n->host_if, "fh%d%c", (int)getpid(), letter);
+    snprintf(n->ns_if, sizeof n->ns_if, "fn%d%c", (int)getpid(), letter);
+    snprintf(n->host_addr, sizeof n->host_addr, "10.213.%d.1", x);
+    snprintf(n->ns_addr, sizeof n->ns_addr, "10.213.%d.2", x);
+    char host_cidr[24], ns_cidr[24];
+    snprintf(host_cidr, sizeof host_cidr, "%s/24", n->host_addr);
+    snprintf(ns_cidr, sizeof ns_cidr, "%s/24", n->ns_addr);
+    int rc = 0;
+    const char *step = "";
+    if (x < 0) {
+        rc = -1;
+        snprintf(out, sizeof out, "every /24 of 10.213.0.0/16 is in use");
+        step = "choose a subnet";
+    }
+#define EC_STEP(what, ...)                                                                    \
+    do {                                                                                      \
+        if (rc == 0 && ec_ip(out, sizeof out, __VA_ARGS__, NULL) != 0) {                      \
+            rc = -1;                                                                          \
+            step = what;                                                                      \
+        }                                                                                     \
+    } while (0)
+    EC_STEP("ip netns add", "netns", "add", n->name);
+    if (rc == 0) {
+        n->created = true;
+        for (size_t i = 0; i < sizeof ec_live_ns / sizeof ec_live_ns[0]; i++)
+            if (!ec_live_ns[i].created) {
+                ec_live_ns[i] = *n; /* the names: the addresses follow */
+                break;
+            }
+        static bool registered;
+        if (!registered) {
+            ec_ns_owner = getpid();
+            atexit(ec_netns_atexit);
+            registered = true;
+        }
+    }
+    EC_STEP("ip link add (veth)", "link", "add", n->host_if, "type", "veth", "peer", "name",
+            n->ns_if, "netns", n->name);
+    EC_STEP("ip addr add (host)", "addr", "add", host_cidr, "dev", n->host_if);
+    EC_STEP("ip link set up (host)", "link", "set", n->host_if, "up");
+    EC_STEP("ip addr add (namespace)", "-n", n->name, "addr", "add", ns_cidr, "dev", n->ns_if);
+    EC_STEP("ip link set up (namespace)", "-n", n->name, "link", "set", n->ns_if, "up");
+    EC_STEP("ip link set lo up (namespace)", "-n", n->name, "link", "set", "lo", "up");
+#undef EC_STEP
+    if (lock >= 0)
+        close(lock);
+    if (rc != 0) {
+        snprintf(why, cap, "%s failed: %s", step, out);
+        ec_netns_destroy(n);
+        return -1;
+    }
+    return 0;
+}
+
+void ec_netns_cut(const ec_netns *n)
+{
+    char out[1024];
+    if (ec_ip(out, sizeof out, "-n", n->name, "link", "set", n->ns_if, "down", NULL) != 0)
+        ec_fail("cutting namespace %s off: %s", n->name, out);
+}
+
+void ec_netns_heal(const ec_netns *n)
+{
+    char out[1024];
+    if (ec_ip(out, sizeof out, "-n", n->name, "link", "set", n->ns_if, "up", NULL) != 0)
+        ec_fail("joining namespace %s again: %s", n->name, out);
+}
+
+void ec_netns_destroy(ec_netns *n)
+{
+    if (!n->created)
+        return;
+    ec_netns_delete(n);
+    for (size_t i = 0; i < sizeof ec_live_ns / sizeof ec_live_ns[0]; i++)
+        if (ec_live_ns[i].created && strcmp(ec_live_ns[i].name, n->name) == 0)
+            ec_live_ns[i].created = false;
+    n->created = false;
+}
+
+int ec_netns_enter(const char *name)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/run/netns/%s", name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = setns(fd, CLONE_NEWNET) == 0 ? 0 : -errno;
+    close(fd);
+    return rc;
+}
