@@ -48,7 +48,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "Usage: %s [--quick|--full] [--dir DIR] [--csv FILE] [--raw DIR] [--budget S]\n"
-            "          [--fencelockd PATH] [--sqlite-dir DIR] [--disk-dir DIR]\n"
+            "          [--fencelockd PATH] [--sqlite-dir DIR] [--disk-dir DIR] [--huge-pages]\n"
             "Benchmark question %d of bench/ (see docs/benchmarks.md); appends CSV rows\n"
             "kind,question,case,metric,value,unit,target,verdict.\n",
             prog, question);
@@ -68,6 +68,7 @@ void fb_init(int argc, char **argv, int q, const char *name)
         {"fencelockd", required_argument, NULL, 'F'},
         {"sqlite-dir", required_argument, NULL, 's'},
         {"disk-dir", required_argument, NULL, 'D'},
+        {"huge-pages", no_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
     };
     int c;
@@ -82,6 +83,7 @@ void fb_init(int argc, char **argv, int q, const char *name)
         case 'F': fb_opt.fencelockd = optarg; break;
         case 's': fb_opt.sqlite_dir = optarg; break;
         case 'D': fb_opt.disk_dir = optarg; break;
+        case 'H': fb_opt.huge_pages = true; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(2);
         }
@@ -367,6 +369,32 @@ void fb_self_rss(uint64_t *rss, uint64_t *shmem)
             *shmem = v * 1024;
     }
     fclose(f);
+}
+
+uint64_t fb_pmd_mapped(const char *path)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return 0;
+    char line[1024];
+    bool ours = false;
+    unsigned long long kb = 0, v;
+    size_t m = strlen(path);
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        char dash;
+        if (sscanf(line, "%lx%c%lx ", &lo, &dash, &hi) == 3 && dash == '-') {
+            line[strcspn(line, "\n")] = '\0';
+            size_t n = strlen(line);
+            ours = n >= m && strcmp(line + n - m, path) == 0;
+            continue;
+        }
+        if (ours && (sscanf(line, "ShmemPmdMapped: %llu kB", &v) == 1 ||
+                     sscanf(line, "FilePmdMapped: %llu kB", &v) == 1))
+            kb += v;
+    }
+    fclose(f);
+    return kb * 1024;
 }
 
 struct fl_region *fb_open(const char *region, bool need_registered)

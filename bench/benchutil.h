@@ -15,6 +15,9 @@
  *   --fencelockd PATH  the supervisor to start (default: the one built)
  *   --sqlite-dir DIR   fb_commit: where SQLite's database goes
  *   --disk-dir DIR     fb_disk: where the disk-backed region goes
+ *   --huge-pages       fb_scale: also measure the keys on a region served with
+ *                      fencelockd --huge-pages, beside the plain one (put
+ *                      --dir on a tmpfs mounted with huge=within_size)
  */
 #ifndef FB_BENCHUTIL_H
 #define FB_BENCHUTIL_H
@@ -35,6 +38,7 @@ struct fb_opts {
     const char *fencelockd;
     const char *sqlite_dir; /* commit: where the SQLite database goes (default: a /tmp dir) */
     const char *disk_dir;   /* disk: where the disk-backed region goes (default: a /var/tmp dir) */
+    bool huge_pages;        /* scale: a second keys region with fencelockd --huge-pages */
 };
 
 extern struct fb_opts fb_opt;
@@ -90,6 +94,10 @@ void fb_self_rss(uint64_t *rss, uint64_t *shmem);
  * unless that is not required. */
 struct fl_region;
 struct fl_region *fb_open(const char *region, bool need_registered);
+
+/* Bytes of this process's mapping of the file at path mapped by huge pages
+ * (ShmemPmdMapped and FilePmdMapped in /proc/self/smaps). */
+uint64_t fb_pmd_mapped(const char *path);
 
 /* Exit with a message (benchmarks do not recover from setup failures). */
 void fb_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));

@@ -19,6 +19,7 @@ if (fexists(raw . "/q1_fl_acqrel.dat")) {
     set xrange [10:5000]
     set xlabel "ns per operation"
     plot raw."/q1_fl_acqrel.dat" u 1:2 w l lw 2 t "fencelock acquire+release", \
+         raw."/q1_fl_acqrel_key.dat" u 1:2 w l lw 2 t "fencelock acquire+release by key handle", \
          raw."/q1_fl_renew.dat" u 1:2 w l lw 2 t "fencelock renew", \
          raw."/q1_fl_check.dat" u 1:2 w l lw 2 t "fencelock check", \
          raw."/q1_mutex.dat" u 1:2 w l lw 2 t "robust mutex lock+unlock", \

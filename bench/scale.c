@@ -244,34 +244,47 @@ int main(int argc, char **argv)
             fprintf(sz, "%u %llu\n", caps[i], (unsigned long long)bytes);
     }
 
-    char region[600], locks[16];
-    snprintf(region, sizeof region, "%s", fb_path("q6.region"));
+    /* The keys region; with --huge-pages a second one whose fencelockd has
+     * --huge-pages too, measured step by step beside the first (the same
+     * keys, interleaved), so that the difference is the pages alone. */
+    struct variant {
+        const char *suffix; /* of the case names */
+        char region[600];
+        fb_daemon d;
+        fl_region *r;
+        fb_stats at1k, atmax;
+        uint64_t bytes, huge;
+    } var[2] = {{.suffix = ""}, {.suffix = ", huge pages"}};
+    int nvar = fb_opt.huge_pages ? 2 : 1;
+    char locks[16], cse[96];
     snprintf(locks, sizeof locks, "%u", cap);
-    const char *const extra[] = {"--locks", locks, "--records", "1", "--record-size", "8",
-                                 "--spare-buffers", "1", NULL};
-    fb_daemon d;
-    uint64_t t0 = fb_now_ns();
-    if (fb_daemon_start(&d, region, extra, 120) != 0)
-        fb_die("cannot start fencelockd --locks %u", cap);
-    double create_s = (double)(fb_now_ns() - t0) / 1e9;
-    uint64_t bytes = file_size(region);
-    char cse[96];
-    snprintf(cse, sizeof cse, "region --locks %u (--records 1 --record-size 8)", cap);
-    fb_result(cse, "file size", (double)bytes / 1e6, "MB");
-    fb_result(cse, "bytes per lock slot", (double)bytes / cap, "B");
-    fb_result(cse, "fencelockd start to ready", create_s * 1000, "ms");
+    for (int v = 0; v < nvar; v++) {
+        snprintf(var[v].region, sizeof var[v].region, "%s",
+                 fb_path(v ? "q6-huge.region" : "q6.region"));
+        const char *const extra[] = {"--locks", locks, "--records", "1", "--record-size", "8",
+                                     "--spare-buffers", "1", v ? "--huge-pages" : NULL, NULL};
+        uint64_t t0 = fb_now_ns();
+        if (fb_daemon_start(&var[v].d, var[v].region, extra, 120) != 0)
+            fb_die("cannot start fencelockd --locks %u", cap);
+        double create_s = (double)(fb_now_ns() - t0) / 1e9;
+        var[v].bytes = file_size(var[v].region);
+        snprintf(cse, sizeof cse, "region --locks %u (--records 1 --record-size 8)%s", cap,
+                 var[v].suffix);
+        fb_result(cse, "file size", (double)var[v].bytes / 1e6, "MB");
+        fb_result(cse, "bytes per lock slot", (double)var[v].bytes / cap, "B");
+        fb_result(cse, "fencelockd start to ready", create_s * 1000, "ms");
+    }
+    uint64_t bytes = var[0].bytes;
     if (sz) {
         fprintf(sz, "%u %llu\n", cap, (unsigned long long)bytes);
         fclose(sz);
     }
 
     fb_pin(1);
-    R = fb_open(region, true);
-    uint64_t rss0, shm0;
-    fb_self_rss(&rss0, &shm0);
+    for (int v = 0; v < nvar; v++)
+        var[v].r = fb_open(var[v].region, true);
     uint64_t per = (fb_opt.full ? 1500 : 300) * FB_MS;
     uint32_t created = 0;
-    fb_stats at1k = {0}, atmax = {0};
     FILE *kf = fb_raw_open("q6_keys.dat");
     if (kf)
         fprintf(kf, "# keys random_median random_p99 hot_median hot_p99 (ns) shmem_rss_MB\n");
@@ -279,35 +292,61 @@ int main(int argc, char **argv)
         char key[16];
         for (; created < k; created++) {
             key_of(created, key);
-            fl_lease l;
-            if (fl_acquire(R, key, LEASE_NS, 0, &l) != 0 || fl_release(R, &l) != 0)
-                fb_die("creating key %u: %s", created, fl_last_error());
+            for (int v = 0; v < nvar; v++) {
+                fl_lease l;
+                if (fl_acquire(var[v].r, key, LEASE_NS, 0, &l) != 0 ||
+                    fl_release(var[v].r, &l) != 0)
+                    fb_die("creating key %u: %s", created, fl_last_error());
+            }
         }
         uint64_t rss, shm;
         fb_self_rss(&rss, &shm);
-        struct kctx c = {k, 0x9e3779b97f4a7c15ull};
-        fb_stats sr = fb_measure(op_random, &c, 0, per / 10, per, 1000000, NULL, NULL);
-        fb_stats sh = fb_measure(op_hot, &c, 0, per / 10, per, 1000000, NULL, NULL);
-        snprintf(cse, sizeof cse, "%u keys", k);
-        fb_result(cse, "random key median", sr.median, "ns");
-        fb_result(cse, "random key p99", sr.p99, "ns");
-        fb_result(cse, "one hot key median", sh.median, "ns");
-        fb_result(cse, "one hot key p99", sh.p99, "ns");
-        fb_result(cse, "shared memory resident", (double)shm / 1e6, "MB");
-        if (kf)
-            fprintf(kf, "%u %.6g %.6g %.6g %.6g %.6g\n", k, sr.median, sr.p99, sh.median,
-                    sh.p99, (double)shm / 1e6);
-        if (k == 1000)
-            at1k = sr;
-        atmax = sr;
+        for (int v = 0; v < nvar; v++) {
+            R = var[v].r;
+            struct kctx c = {k, 0x9e3779b97f4a7c15ull};
+            fb_stats sr = fb_measure(op_random, &c, 0, per / 10, per, 1000000, NULL, NULL);
+            fb_stats sh = fb_measure(op_hot, &c, 0, per / 10, per, 1000000, NULL, NULL);
+            snprintf(cse, sizeof cse, "%u keys%s", k, var[v].suffix);
+            fb_result(cse, "random key median", sr.median, "ns");
+            fb_result(cse, "random key p99", sr.p99, "ns");
+            fb_result(cse, "one hot key median", sh.median, "ns");
+            fb_result(cse, "one hot key p99", sh.p99, "ns");
+            fb_result(cse, "shared memory resident", (double)shm / 1e6, "MB");
+            if (kf && v == 0)
+                fprintf(kf, "%u %.6g %.6g %.6g %.6g %.6g\n", k, sr.median, sr.p99, sh.median,
+                        sh.p99, (double)shm / 1e6);
+            if (k == 1000)
+                var[v].at1k = sr;
+            var[v].atmax = sr;
+        }
         if (k == cap)
             break;
     }
     if (kf)
         fclose(kf);
-    fl_close(R);
-    fb_daemon_stop(&d);
-    fb_region_remove(region);
+    for (int v = 0; v < nvar; v++) {
+        /* what this process's own mapping got (the supervisor collapsed the pages) */
+        var[v].huge = fb_pmd_mapped(var[v].region);
+        fl_close(var[v].r);
+        fb_daemon_stop(&var[v].d);
+        fb_region_remove(var[v].region);
+    }
+    R = NULL;
+    fb_daemon d;
+    if (nvar == 2) {
+        fb_note("huge pages: this process mapped %.0f MB of the %.0f MB region with huge pages "
+                "(%.0f MB without --huge-pages); random key at %u keys: %.1f ns against %.1f "
+                "ns on small pages (%.1f %% less)",
+                (double)var[1].huge / 1e6, (double)var[1].bytes / 1e6,
+                (double)var[0].huge / 1e6, cap, var[1].atmax.median, var[0].atmax.median,
+                100 * (1 - var[1].atmax.median / var[0].atmax.median));
+        if (var[1].huge == 0)
+            fb_note("no huge pages: the region's file system does not allow them (see the "
+                    "huge_pages_unavailable line of %s.log; put --dir on a tmpfs mounted with "
+                    "huge=within_size)",
+                    var[1].region);
+    }
+    fb_stats at1k = var[0].at1k, atmax = var[0].atmax;
     fb_note("acquire+release by key, one process pinned to one CPU, per-operation times over "
             "batches; the random-key figure includes cache and TLB misses on the slot, index "
             "and key (a region of %u slots is %.0f MB)",

@@ -376,6 +376,67 @@ FL_API int fl_cancel_is_triggered(const fl_cancel *c);
 FL_API int fl_acquire_cancelable(fl_region *r, const char *key, uint64_t lease_ns,
                                  int64_t timeout_ns, fl_cancel *cancel, fl_lease *lease);
 
+/* ---- Key handles ----------------------------------------------------------
+ *
+ * A key handle is a key looked up once: fl_key_resolve() does what
+ * fl_acquire() does before it takes the lock (checks the key, hashes it,
+ * finds its slot in the region's index or creates it), and fl_acquire_key()
+ * then takes the lock without any of that.  It is the same lock: the same
+ * tokens (acquisitions by handle and by name of one key interleave, and
+ * their tokens keep increasing strictly: I1), the same leases, waits,
+ * -EDEADLK and cancel rules, and the lease is renewed, released and
+ * committed with as any other.  Resolve the keys a program takes often,
+ * once (at start).
+ *
+ * A key handle is a plain value: copy it, share it between threads.  It is
+ * valid with the region handle that resolved it, until fl_close(), and with
+ * no other: not another handle of the same region, nor a handle opened in a
+ * child after fork() (acquisitions refuse it, -EINVAL).  Only
+ * fl_key_resolve() makes one; never build or change one by hand.  A region
+ * file never frees or reuses a key's slot, so a handle cannot come to name
+ * another key.
+ */
+typedef struct fl_key {
+    uint32_t slot;        /* which lock, in the backend's numbering (as fl_lease.slot:
+                             shared memory: the key's lock slot) */
+    uint32_t reserved0;   /* zero */
+    uint64_t handle;      /* the tag of the region handle that resolved it; never 0 */
+    uint64_t reserved[2]; /* zero; room for a later backend (docs/abi.md) */
+} fl_key;
+
+/* Resolve key into *k for fl_acquire_key(), creating the key's lock slot on
+ * first use as fl_acquire() does (the key then exists for the life of the
+ * region; nothing is acquired, no token is consumed).  On failure *k is
+ * zeroed, and no acquisition accepts it.
+ * Errors:
+ *   -EINVAL      NULL argument, key of 0 or more than FL_KEY_MAX bytes, or a
+ *                read-only handle
+ *   -ENOSPC      the key is new and the region's lock table is full
+ *   -EPROTO      the region's shared data is corrupt (fl_last_error() says where)
+ *   -EOPNOTSUPP  the region's backend has no key handles (fl_last_error() names it)
+ */
+FL_API int fl_key_resolve(fl_region *r, const char *key, fl_key *k);
+
+/* fl_acquire() of the key that k was resolved from (see above): lease_ns,
+ * timeout_ns and lease as there.
+ * Errors: those of fl_acquire() except -ENOSPC (the key exists), with:
+ *   -EINVAL      NULL argument; a key handle that r did not resolve (zeroed by a
+ *                failed fl_key_resolve(), resolved by another region handle, or
+ *                changed by hand) or that names a slot r's region never issued
+ *                (fl_last_error() says which); lease_ns 0; timeout_ns < 0 other
+ *                than FL_WAIT_FOREVER; a read-only handle
+ *   -EOPNOTSUPP  the region's backend has no key handles
+ */
+FL_API int fl_acquire_key(fl_region *r, const fl_key *k, uint64_t lease_ns, int64_t timeout_ns,
+                          fl_lease *lease);
+
+/* fl_acquire_key() whose wait ends with -ECANCELED when cancel is triggered,
+ * as fl_acquire_cancelable()'s.  Errors: those of fl_acquire_key(), and
+ *   -ECANCELED the key was held and cancel was or became triggered
+ *   -EINVAL    cancel is NULL (and fl_acquire_key()'s cases) */
+FL_API int fl_acquire_key_cancelable(fl_region *r, const fl_key *k, uint64_t lease_ns,
+                                     int64_t timeout_ns, fl_cancel *cancel, fl_lease *lease);
+
 /* Extend a lease to now + lease_ns; updates lease->deadline_ns.
  * Errors:
  *   -ESTALE    ownership lost: the lease expired or the key was taken over
@@ -628,6 +689,16 @@ FL_API int fl_region_info_get(fl_region *r, fl_region_info *info);
 #define FL_LOCK_HELD    1 /* held by an unexpired lease */
 #define FL_LOCK_EXPIRED 2 /* held by a lease whose deadline has passed */
 
+/* The counters of fl_lock_info count since the region was created.  Exact:
+ * deaths, renewals, renew_failed, release_failed, busy, timeouts.
+ * Statistics: acquisitions, contended, expiries_taken, releases.  The
+ * key's holder writes these without a locked instruction (the uncontended
+ * acquire+release is cheaper for it), so a concurrent update can be lost:
+ * only when a holder is paused or preempted past its lease deadline within
+ * the few instructions after its acquisition and another process takes the
+ * key over meanwhile.  They may then read low, by one per such pause, never
+ * high.  A release is counted by the key's next acquisition; while the key
+ * is free after a release, that last one is included. */
 typedef struct fl_lock_info {
     char     key[FL_KEY_MAX + 1];
     int      state;            /* FL_LOCK_FREE, FL_LOCK_HELD or FL_LOCK_EXPIRED */
@@ -639,13 +710,13 @@ typedef struct fl_lock_info {
     uint32_t waiters;          /* processes waiting now (see CAVEATS) */
     uint32_t last_release;     /* how the last holding ended: 0 released, FL_LEASE_OWNER_DIED,
                                   FL_LEASE_EXPIRED (voided) */
-    uint64_t acquisitions;     /* successful acquisitions */
-    uint64_t contended;        /* acquisitions that found the key held */
-    uint64_t expiries_taken;   /* acquisitions that took an expired lease over */
+    uint64_t acquisitions;     /* successful acquisitions (a statistic: see above) */
+    uint64_t contended;        /* acquisitions that found the key held (statistic) */
+    uint64_t expiries_taken;   /* acquisitions that took an expired lease over (statistic) */
     uint64_t deaths;           /* holdings released by the supervisor for a dead holder */
     uint64_t renewals;
     uint64_t renew_failed;
-    uint64_t releases;
+    uint64_t releases;         /* holdings ended by fl_release() (statistic: see above) */
     uint64_t release_failed;   /* releases refused as stale */
     uint64_t last_stale_token; /* the last renew or release refused as stale: its token, */
     uint32_t last_stale_pid;   /* its pid, */

@@ -8,9 +8,40 @@
  * here, above them.
  */
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "internal.h"
+
+/* A tag for a new handle, which its key handles carry (fl_key.handle): a
+ * key handle is accepted only by the handle whose tag it carries.  Distinct
+ * for every handle of a process (the count goes through a bijection), and
+ * unlike any other process's but by a chance of 2^-64 (the pid and the
+ * first open's time go in too: a key handle copied to another process, or
+ * kept across fork(), is refused there).  Never 0. */
+static uint64_t fl__new_key_cookie(void)
+{
+    static _Atomic uint64_t opened, salt;
+    /* relaxed: only uniqueness matters, no other memory is ordered by it */
+    uint64_t s = atomic_load_explicit(&salt, memory_order_relaxed);
+    if (s == 0) {
+        uint64_t mine = fl__monotonic_ns(NULL) | 1, none = 0;
+        atomic_compare_exchange_strong_explicit(&salt, &none, mine, memory_order_relaxed,
+                                                memory_order_relaxed);
+        s = atomic_load_explicit(&salt, memory_order_relaxed);
+    }
+    for (;;) {
+        uint64_t n = atomic_fetch_add_explicit(&opened, 1, memory_order_relaxed);
+        /* count * odd constant: distinct counts stay distinct; then the
+         * finalizer of splitmix64, a bijection of 64-bit words */
+        uint64_t x = n * 0x9e3779b97f4a7c15ull + s + ((uint64_t)getpid() << 32);
+        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+        x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+        x ^= x >> 31;
+        if (x != 0)
+            return x;
+    }
+}
 
 /* Resolve the region string (NULL: $FENCELOCK_REGION, then the default
  * path) and open it with the backend its scheme selects. */
@@ -26,7 +57,10 @@ static int fl__open_any(const char *region, bool readonly, const char *fn, fl_re
     err = fl__backend_for(name, &be);
     if (err)
         return err;
-    return be->open(name, readonly, fl__path_is_named(region), out);
+    err = be->open(name, readonly, fl__path_is_named(region), out);
+    if (err == 0)
+        (*out)->key_cookie = fl__new_key_cookie();
+    return err;
 }
 
 int fl_open(const char *region, fl_region **out)
@@ -59,6 +93,61 @@ int fl_acquire_cancelable(fl_region *r, const char *key, uint64_t lease_ns, int6
     if (!r || !cancel)
         return fl__fail(-EINVAL, "fl_acquire_cancelable: NULL argument");
     return r->be->acquire(r, key, lease_ns, timeout_ns, cancel, lease);
+}
+
+int fl_key_resolve(fl_region *r, const char *key, fl_key *k)
+{
+    if (!r || !k)
+        return fl__fail(-EINVAL, "fl_key_resolve: NULL argument");
+    *k = (fl_key){0}; /* a failed resolve leaves a handle nothing accepts */
+    if (!r->be->key_resolve)
+        return fl__unsupported(r, "fl_key_resolve");
+    int err = r->be->key_resolve(r, key, k);
+    if (err) {
+        *k = (fl_key){0};
+        return err;
+    }
+    k->handle = r->key_cookie;
+    return 0;
+}
+
+/* The handle's tag proves that k came from r (fl__new_key_cookie), so a
+ * backend's own check can be a bound. */
+static inline int fl__key_check_handle(const fl_region *r, const fl_key *k, const char *fn)
+{
+    if (__builtin_expect(k->handle == r->key_cookie, 1))
+        return 0;
+    if (k->handle == 0)
+        return fl__fail(-EINVAL, "%s: key handle was never resolved (zeroed, or its "
+                        "fl_key_resolve failed)", fn);
+    return fl__fail(-EINVAL, "%s: key handle was resolved by another region handle (a key "
+                    "handle is valid only with the handle that resolved it)", fn);
+}
+
+int fl_acquire_key(fl_region *r, const fl_key *k, uint64_t lease_ns, int64_t timeout_ns,
+                   fl_lease *lease)
+{
+    if (!r || !k)
+        return fl__fail(-EINVAL, "fl_acquire_key: NULL argument");
+    int err = fl__key_check_handle(r, k, "fl_acquire_key");
+    if (err)
+        return err;
+    if (!r->be->acquire_key)
+        return fl__unsupported(r, "fl_acquire_key");
+    return r->be->acquire_key(r, k, lease_ns, timeout_ns, NULL, lease);
+}
+
+int fl_acquire_key_cancelable(fl_region *r, const fl_key *k, uint64_t lease_ns,
+                              int64_t timeout_ns, fl_cancel *cancel, fl_lease *lease)
+{
+    if (!r || !k || !cancel)
+        return fl__fail(-EINVAL, "fl_acquire_key_cancelable: NULL argument");
+    int err = fl__key_check_handle(r, k, "fl_acquire_key_cancelable");
+    if (err)
+        return err;
+    if (!r->be->acquire_key)
+        return fl__unsupported(r, "fl_acquire_key_cancelable");
+    return r->be->acquire_key(r, k, lease_ns, timeout_ns, cancel, lease);
 }
 
 int fl_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns)

@@ -13,7 +13,8 @@
  *
  * Like SQLite's sqlite3_io_methods, the table is versioned by its own size:
  * a backend fills every entry; an entry a backend cannot serve points to a
- * function that returns -EOPNOTSUPP with fl_last_error() saying why.
+ * function that returns -EOPNOTSUPP with fl_last_error() saying why (the
+ * key-handle entries, added later, may also be NULL: see there).
  *
  * Every operation keeps the public function's contract (include/fencelock.h):
  * its arguments were checked for NULL handles by api.c, nothing else; each
@@ -44,6 +45,27 @@ struct fl__backend {
     /* fl_acquire() and fl_acquire_cancelable(): cancel is NULL for the former. */
     int (*acquire)(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
                    fl_cancel *cancel, fl_lease *lease);
+    /* fl_key_resolve(): find or create key and put in k what this backend
+     * finds it by again (k->slot, and k's reserved words if it needs
+     * more); api.c zeroed k before, and sets k->handle to the handle's tag
+     * after a success. */
+    int (*key_resolve)(fl_region *r, const char *key, fl_key *k);
+    /* fl_acquire_key() and fl_acquire_key_cancelable() (cancel NULL for the
+     * former): fl_acquire of the key k was resolved from.  api.c has checked
+     * that k carries r's tag, so k was resolved by r; the backend checks
+     * that k->slot is one it issued.
+     *
+     * These two entries came after the others (issue 17).  A table that
+     * leaves them NULL (one written before them) makes the three public
+     * functions answer -EOPNOTSUPP through fl__unsupported(), so api.c
+     * tests them for NULL, unlike the rest.  The etcd backend
+     * (src/etcd/backend.c, not this change's to edit) leaves them NULL for
+     * now, and should fill them: its fl_lease.slot is already the handle's
+     * own index of a key, which is what its key_resolve would put in
+     * k->slot (looked up once, by name), and acquire_key its fl_acquire by
+     * that index; until then etcd answers -EOPNOTSUPP. */
+    int (*acquire_key)(fl_region *r, const fl_key *k, uint64_t lease_ns, int64_t timeout_ns,
+                       fl_cancel *cancel, fl_lease *lease);
     int (*renew)(fl_region *r, fl_lease *lease, uint64_t lease_ns);
     int (*release)(fl_region *r, const fl_lease *lease);
     int (*check)(fl_region *r, const fl_lease *lease);

@@ -99,13 +99,18 @@
  *                    FREE:  how the last holding ended (FL__FREED_*)
  *   16  u32 wake_seq futex word: bumped on every release with waiters
  *   20  u32 waiters  processes between deciding to sleep and waking up
- *   24  key: u32 hash, u32 len, char bytes[128]  (immutable once published)
+ *   24  key: u32 hash, u32 len, char bytes[128]  (immutable once published;
+ *                    hash: keys.c THE KEY HASH; bytes zero beyond len)
  *   160 u32 holder_pid, 164 u32 reserved  (informational, written after acquire)
  *   168 u64 holder_client_id (informational)
  *   176 u64 counters[10]: acquisitions, contended, expiries_taken, deaths,
  *                        renewals, renew_failed, releases, release_failed,
  *                        busy (tries that found the key held), timeouts
- *                        (waits that ended with the key still held)
+ *                        (waits that ended with the key still held).
+ *                        acquisitions, contended, expiries_taken and releases
+ *                        are written by the key's holder with plain stores,
+ *                        releases by the acquisition after the release; the
+ *                        others by locked adds (slot.c, COUNTERS)
  *   256 u64 last_stale_token, 264 u32 last_stale_pid, 268 u32 last_stale_op
  *                        (the last renew or release refused as stale)
  *   272 reserved (48 bytes)
@@ -178,7 +183,12 @@
 #include <stdint.h>
 
 #define FL__MAGIC "FENCELK"
-#define FL__FORMAT_VERSION 4u
+/* Format versions: 2 moved the counters off the pair's cache line; 3 added
+ * readiness (ready_boot) and the buffers' sums; 4 doubled the client entry
+ * for the life word (life.c); 5 changed the key hash (keys.c, THE KEY HASH:
+ * eight bytes at a time instead of FNV-1a byte by byte), so this build would
+ * not find the keys of a format-4 index. */
+#define FL__FORMAT_VERSION 5u
 #define FL__BYTE_ORDER_MARK 0x01020304u
 #define FL__HEADER_SIZE 4096u
 #define FL__SLOT_SIZE 320u

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * hash.c - the one hash of the region format: FNV-1a 64, for the header's
- * checksum, the key index (keys.c), the boot tag (clock.c) and the
- * supervisor's state file.  Below every other file: it calls nothing.
+ * hash.c - the checksum of the region format: FNV-1a 64, for the header's
+ * checksum, the boot tag (clock.c) and the supervisor's state file.  (The
+ * key index has its own word-at-a-time hash since format 5: keys.c, THE KEY
+ * HASH.)  Below every other file: it calls nothing.
  */
 #include "internal.h"
 

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "fencelock.h"
 #include "format.h"
@@ -104,6 +105,11 @@ struct fl_region {
 
     /* A backend other than shared memory: its own state (NULL for shm). */
     void *backend;
+
+    /* Every backend's: this handle's tag, which the key handles it resolves
+     * carry (fl_key.handle), so that a key handle is only ever used with
+     * the handle that resolved it.  Set by api.c at open; never 0. */
+    uint64_t key_cookie;
 };
 
 /* ---- The shared-memory backend's entries in its ops table (backends.c) ----
@@ -113,6 +119,12 @@ int fl__shm_open(const char *path, bool readonly, bool named, fl_region **out);
 void fl__shm_close(fl_region *r);
 int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
                     fl_cancel *cancel, fl_lease *lease);
+/* fl_key_resolve (sets k->slot only: api.c zeroed k and sets its handle). */
+int fl__shm_key_resolve(fl_region *r, const char *key, fl_key *k);
+/* fl_acquire_key and fl_acquire_key_cancelable (cancel NULL for the former);
+ * api.c has checked that k came from r. */
+int fl__shm_acquire_key(fl_region *r, const fl_key *k, uint64_t lease_ns, int64_t timeout_ns,
+                        fl_cancel *cancel, fl_lease *lease);
 int fl__shm_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns);
 int fl__shm_release(fl_region *r, const fl_lease *lease);
 int fl__shm_check(fl_region *r, const fl_lease *lease);
@@ -160,7 +172,20 @@ void fl__set_error_static(const char *msg);
 #define fl__fail_static(err, msg) (fl__set_error_static(msg), (err))
 
 /* ---- clock.c (fl__monotonic_ns: supervise.h) ---- */
-static inline uint64_t fl__now(const fl_region *r) { return r->clock(r->clock_ctx); }
+/* The handle's clock: CLOCK_MONOTONIC read here, inline, unless a test put
+ * its own clock in the handle (fl__region_set_clock).  Every acquisition
+ * reads it once; calling clock_gettime directly instead of through the
+ * function pointer and fl__monotonic_ns saves about 1 ns of that path
+ * (docs/benchmarks.md). */
+static inline uint64_t fl__now(const fl_region *r)
+{
+    if (__builtin_expect(r->clock == fl__monotonic_ns, 1)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts); /* cannot fail for this clock id */
+        return (uint64_t)ts.tv_sec * FL__NS_PER_S + (uint64_t)ts.tv_nsec;
+    }
+    return r->clock(r->clock_ctx);
+}
 /* Read this boot's id (36 characters and NUL) into buf[FL__BOOT_ID_SIZE]; 0 or -errno. */
 int fl__read_boot_id(char buf[FL__BOOT_ID_SIZE]);
 /* A nonzero 64-bit tag of a boot id (what the region's ready_boot holds). */
@@ -259,6 +284,10 @@ int fl__key_find(const struct fl__keytab *t, const char *key, size_t len, uint32
 /* Find key or create it: 0 and *idx, -ENOSPC, -EPROTO. */
 int fl__key_find_or_create(const struct fl__keytab *t, const char *key, size_t len,
                            uint32_t *idx);
+/* fl__key_check, then fl__key_find_or_create in the lock table: the lookup
+ * of fl_acquire and fl_key_resolve in one call.  0 and *idx, or the errors of
+ * both (-EINVAL, -ENOSPC, -EPROTO). */
+int fl__lock_find_or_create(fl_region *r, const char *key, uint32_t *idx);
 /* Copy entry idx's key (NUL-terminated, clamped) into out[FL_KEY_MAX + 1] and
  * tell whether it is published in the index: 0, or -ENOENT. */
 int fl__key_published(const struct fl__keytab *t, uint32_t idx, char out[FL_KEY_MAX + 1]);
@@ -267,6 +296,15 @@ uint32_t fl__keytab_used(const struct fl__keytab *t);
 
 /* ---- slot.c (fl__slots_wake_sleepers: supervise.h) ---- */
 static inline struct fl__slot *fl__slot_at(const fl_region *r, uint32_t i) { return &r->slots[i]; }
+/* Lock slots handed out so far, clamped to the capacity: a slot a lease or
+ * key handle names must be below it.  fl__keytab_used() of the lock table,
+ * without building the table (release and renew check it every time). */
+static inline uint32_t fl__locks_used(const fl_region *r)
+{
+    /* relaxed: a count for bounds, not a publication (keys.c) */
+    uint32_t n = atomic_load_explicit(&r->hdr->next_lock, memory_order_relaxed);
+    return n < r->lock_capacity ? n : r->lock_capacity;
+}
 /* Free every lock held by client index `client` (0: none), marking each
  * freed by death (FL_LEASE_OWNER_DIED for the next holder) and waking its
  * waiters; fn (may be NULL) is called for each.  Returns how many.

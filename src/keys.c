@@ -34,13 +34,89 @@
 
 #include "internal.h"
 
-static uint32_t fl__hash(const char *key, size_t len)
+/*
+ * THE KEY HASH (format 5).  Eight bytes at a time: each little-endian word
+ * of the key is folded into the state by a 64 x 64 -> 128-bit multiply whose
+ * halves are xored (one `mul`, about 4 cycles); the length seeds the state.
+ * Formats up to 4 hashed byte by byte with FNV-1a (a dependent multiply per
+ * byte: 17 of them for a 17-byte key), the largest share of a lookup after
+ * the clock read (docs/benchmarks.md).  The 32 bits kept are the xor of the two
+ * halves: the low bits pick the home bucket, the top 8 become the bucket's
+ * tag.  Quality: keys are chosen by trusted programs, not by an adversary;
+ * a collision costs a probe, never correctness (keys are compared in full).
+ *
+ * Loads never reach past the key's last byte (the caller's string may end
+ * at a page boundary) and never assemble bytes in memory: a tail built by
+ * byte stores and read back as one word stalls the load on store
+ * forwarding (about 12 cycles).  Instead the last word is one 8-byte load
+ * ending at the last byte, shifted right past the bytes already hashed;
+ * keys shorter than 8 bytes are put together in registers from two
+ * overlapping 4-byte loads, or from the first, middle and last byte.
+ * memcpy() of a constant size is how C spells an unaligned load; it
+ * compiles to one mov.
+ */
+static inline uint64_t fl__load8(const unsigned char *p)
 {
-    uint64_t h = fl__checksum(key, len);
-    h ^= h >> 33; /* fold and mix: the low bits pick the bucket */
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    return (uint32_t)h;
+    uint64_t w;
+    memcpy(&w, p, sizeof w);
+    return w;
+}
+
+/* n = 1..7 bytes at p as a word, zero above them (little-endian). */
+static inline uint64_t fl__load_short(const unsigned char *p, size_t n)
+{
+    if (n >= 4) { /* two 4-byte loads; where they overlap they hold the same bytes */
+        uint32_t lo, hi;
+        memcpy(&lo, p, sizeof lo);
+        memcpy(&hi, p + n - 4, sizeof hi);
+        return (uint64_t)lo | (uint64_t)hi << (8 * (n - 4));
+    }
+    return (uint64_t)p[0] | (uint64_t)p[n / 2] << (8 * (n / 2)) |
+           (uint64_t)p[n - 1] << (8 * (n - 1));
+}
+
+/* The last 1..8 bytes of a key of len >= 8 bytes that start at p + done,
+ * as a word: one load of the key's last 8 bytes, shifted past those before
+ * p + done (already hashed or compared). */
+static inline uint64_t fl__load_last(const unsigned char *p, size_t len, size_t done)
+{
+    return fl__load8(p + len - 8) >> (8 * (8 - (len - done)));
+}
+
+static inline uint64_t fl__fold(uint64_t x)
+{
+    unsigned __int128 m = (unsigned __int128)x * 0x9e3779b97f4a7c15ull;
+    return (uint64_t)m ^ (uint64_t)(m >> 64);
+}
+
+/* len is 1..FL_KEY_MAX (fl__key_check). */
+static inline __attribute__((always_inline)) uint32_t fl__hash(const char *key, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)key;
+    uint64_t h = 0xcbf29ce484222325ull ^ len;
+    if (len < 8) {
+        h = fl__fold(h ^ fl__load_short(p, len));
+    } else {
+        size_t i = 0;
+        for (; len - i > 8; i += 8)
+            h = fl__fold(h ^ fl__load8(p + i));
+        h = fl__fold(h ^ fl__load_last(p, len, i));
+    }
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+/* a and b hold len (1..FL_KEY_MAX) bytes each: equal?  The same loads as
+ * the hash (the common case: one or three words). */
+static inline bool fl__bytes_equal(const char *a, const char *b, size_t len)
+{
+    const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
+    if (len < 8)
+        return fl__load_short(x, len) == fl__load_short(y, len);
+    size_t i = 0;
+    for (; len - i > 8; i += 8)
+        if (fl__load8(x + i) != fl__load8(y + i))
+            return false;
+    return fl__load8(x + len - 8) == fl__load8(y + len - 8);
 }
 
 #define FL__BUCKET_ENTRY_MASK 0xffffffu
@@ -51,7 +127,7 @@ static struct fl__key *fl__entry_key(const struct fl__keytab *t, uint32_t idx)
     return (struct fl__key *)(void *)(t->entries + (size_t)idx * t->stride + t->key_offset);
 }
 
-void fl__keytab_locks(fl_region *r, struct fl__keytab *t)
+static inline void fl__keytab_of_locks(fl_region *r, struct fl__keytab *t)
 {
     t->entries = (char *)r->slots;
     t->stride = sizeof(struct fl__slot);
@@ -62,6 +138,8 @@ void fl__keytab_locks(fl_region *r, struct fl__keytab *t)
     t->next = &r->hdr->next_lock;
     t->spare = &r->spare_slot;
 }
+
+void fl__keytab_locks(fl_region *r, struct fl__keytab *t) { fl__keytab_of_locks(r, t); }
 
 void fl__keytab_records(fl_region *r, struct fl__keytab *t)
 {
@@ -75,7 +153,7 @@ void fl__keytab_records(fl_region *r, struct fl__keytab *t)
     t->spare = &r->spare_record;
 }
 
-int fl__key_check(const char *key)
+static inline int fl__key_len(const char *key)
 {
     if (!key)
         return fl__fail(-EINVAL, "key is NULL");
@@ -87,6 +165,8 @@ int fl__key_check(const char *key)
     return (int)len;
 }
 
+int fl__key_check(const char *key) { return fl__key_len(key); }
+
 uint32_t fl__keytab_used(const struct fl__keytab *t)
 {
     /* relaxed: a count for bounds, not a publication; entries are published
@@ -95,16 +175,19 @@ uint32_t fl__keytab_used(const struct fl__keytab *t)
     return n < t->capacity ? n : t->capacity;
 }
 
-static bool fl__key_equal(const struct fl__key *k, const char *key, size_t len, uint32_t hash)
+static inline __attribute__((always_inline)) bool
+fl__key_equal(const struct fl__key *k, const char *key, size_t len, uint32_t hash)
 {
     /* The entry was published with release; our acquire load of the bucket
      * makes its bytes visible.  Plain reads: they never change after that. */
-    return k->hash == hash && k->len == len && memcmp(k->bytes, key, len) == 0;
+    return k->hash == hash && k->len == len && fl__bytes_equal(k->bytes, key, len);
 }
 
 /* Walk key's probe sequence. Returns 0 with *idx when found; -ENOENT with
- * *empty_at = first empty bucket; -EPROTO on corruption. */
-static int fl__probe(const struct fl__keytab *t, const char *key, size_t len, uint32_t hash,
+ * *empty_at = first empty bucket; -EPROTO on corruption.  Inlined: in
+ * fl__lock_find_or_create the table's stride and key offset are then
+ * constants. */
+static inline __attribute__((always_inline)) int fl__probe(const struct fl__keytab *t, const char *key, size_t len, uint32_t hash,
                      uint32_t *idx, uint32_t *empty_at)
 {
     uint32_t used = fl__keytab_used(t);
@@ -169,15 +252,55 @@ static void fl__entry_keep_spare(const struct fl__keytab *t, uint32_t idx)
     (void)old; /* a second spare (two threads racing) is leaked: one entry, rare */
 }
 
-int fl__key_find_or_create(const struct fl__keytab *t, const char *key, size_t len,
-                           uint32_t *idx)
+static int fl__key_create(const struct fl__keytab *t, const char *key, size_t len,
+                          uint32_t hash, uint32_t empty, uint32_t *idx);
+
+static inline __attribute__((always_inline)) int
+fl__find_or_create(const struct fl__keytab *t, const char *key, size_t len, uint32_t *idx)
 {
     uint32_t hash = fl__hash(key, len), empty = 0;
     int err = fl__probe(t, key, len, hash, idx, &empty);
-    if (err != -ENOENT)
+    if (__builtin_expect(err != -ENOENT, 1))
         return err;
+    return fl__key_create(t, key, len, hash, empty, idx);
+}
+
+int fl__key_find_or_create(const struct fl__keytab *t, const char *key, size_t len,
+                           uint32_t *idx)
+{
+    return fl__find_or_create(t, key, len, idx);
+}
+
+/* The creation behind fl__lock_find_or_create, out of line: its table of
+ * its own, so that the caller's never leaves registers. */
+static __attribute__((noinline)) int fl__lock_create(fl_region *r, const char *key, size_t len,
+                                                     uint32_t hash, uint32_t empty, uint32_t *idx)
+{
+    struct fl__keytab t;
+    fl__keytab_of_locks(r, &t);
+    return fl__key_create(&t, key, len, hash, empty, idx);
+}
+
+int fl__lock_find_or_create(fl_region *r, const char *key, uint32_t *idx)
+{
+    int len = fl__key_len(key);
+    if (len < 0)
+        return len;
+    struct fl__keytab t;
+    fl__keytab_of_locks(r, &t);
+    uint32_t hash = fl__hash(key, (size_t)len), empty = 0;
+    int err = fl__probe(&t, key, (size_t)len, hash, idx, &empty);
+    if (__builtin_expect(err != -ENOENT, 1))
+        return err;
+    return fl__lock_create(r, key, (size_t)len, hash, empty, idx);
+}
+
+/* Not found (the probe ended at bucket empty): create it. */
+static int fl__key_create(const struct fl__keytab *t, const char *key, size_t len,
+                          uint32_t hash, uint32_t empty, uint32_t *idx)
+{
     uint32_t mine = 0;
-    err = fl__entry_take(t, &mine);
+    int err = fl__entry_take(t, &mine);
     if (err == -ENOSPC) {
         /* It may have been created meanwhile; only then is "full" wrong. */
         if (fl__probe(t, key, len, hash, idx, &empty) == 0)

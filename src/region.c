@@ -17,6 +17,8 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -348,6 +350,144 @@ void fl__region_unmap(fl_region *r)
     free((void *)r->held);
     free((void *)r->held_tid);
     free(r);
+}
+
+/*
+ * HUGE PAGES (fencelockd --huge-pages).  A random lookup among a million
+ * keys misses the TLB twice (index bucket, then slot) on 4 KiB pages; 2 MiB
+ * pages take the page walks out (docs/benchmarks.md).  A region is a
+ * shared file mapping, and the kernel backs those with transparent huge
+ * pages only on tmpfs, and only where the mount allows it: tmpfs mounted
+ * with huge=always, within_size or advise, or every tmpfs when
+ * /sys/kernel/mm/transparent_hugepage/shmem_enabled is "force" ("deny"
+ * turns it off everywhere; its other values are for the kernel's internal
+ * shm mount, not for files).  The region was preallocated with small pages
+ * (posix_fallocate), so marking the mapping MADV_HUGEPAGE is not enough:
+ * MADV_COLLAPSE (Linux 6.1) copies the file's pages into huge ones now, in
+ * the page cache, which every process mapping the file then shares; a
+ * client's mapping is 2 MiB-aligned by the kernel on such a mount and maps
+ * them with one PMD each, without doing anything itself.  Where the kernel
+ * does not allow it, MADV_COLLAPSE fails (EINVAL) and nothing changes: the
+ * caller warns and runs on small pages.
+ */
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+#define FL__TMPFS_MAGIC 0x01021994u
+
+/* Bytes of the mapping that starts at base mapped by huge pages (PMDs), from
+ * /proc/self/smaps; 0 if it cannot be read. */
+static uint64_t fl__pmd_mapped(const void *base)
+{
+    FILE *f = fopen("/proc/self/smaps", "re");
+    if (!f)
+        return 0;
+    char line[FL__PATH_SIZE + 256]; /* a mapping's line ends with its path */
+    bool ours = false;
+    uint64_t kb = 0;
+    static const char *const pmd[] = {"ShmemPmdMapped:", "FilePmdMapped:"};
+    while (fgets(line, sizeof line, f)) {
+        /* a mapping's first line is "lo-hi perms ...", its fields "Name: n kB" */
+        char *end;
+        unsigned long lo = strtoul(line, &end, 16);
+        if (end != line && *end == '-') {
+            if (ours)
+                break; /* the next mapping */
+            ours = lo == (unsigned long)(uintptr_t)base;
+            continue;
+        }
+        for (size_t i = 0; ours && i < sizeof pmd / sizeof pmd[0]; i++)
+            if (strncmp(line, pmd[i], strlen(pmd[i])) == 0)
+                kb += strtoull(line + strlen(pmd[i]), NULL, 10);
+    }
+    fclose(f);
+    return kb * 1024;
+}
+
+/* Why huge pages cannot back r's file: its file system, its mount's huge=
+ * option, the shmem_enabled policy; what to change. */
+static void fl__huge_why(const fl_region *r, int err, char *why, size_t cap)
+{
+    struct statfs sfs;
+    struct stat st;
+    if (fstatfs(r->fd, &sfs) != 0 || fstat(r->fd, &st) != 0) {
+        snprintf(why, cap, "MADV_COLLAPSE: %s", strerror(err));
+        return;
+    }
+    if ((unsigned long)sfs.f_type != FL__TMPFS_MAGIC) {
+        snprintf(why, cap,
+                 "the region is not on tmpfs (file system magic %#lx): the kernel backs shared "
+                 "file mappings with huge pages on tmpfs only (MADV_COLLAPSE: %s); put it on "
+                 "a tmpfs mounted with huge=within_size",
+                 (unsigned long)sfs.f_type, strerror(err));
+        return;
+    }
+    /* The mount: /proc/self/mountinfo's line for this device, its
+     * mount point and super-block options ("... - tmpfs SRC OPTS"). */
+    char mnt[256] = "?", huge[32] = "never (no huge= option)", policy[32] = "?";
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (f) {
+        char line[1024], dev[32];
+        snprintf(dev, sizeof dev, "%u:%u", major(st.st_dev), minor(st.st_dev));
+        while (fgets(line, sizeof line, f)) {
+            char id[32], parent[32], mdev[32], root[256], point[256];
+            if (sscanf(line, "%31s %31s %31s %255s %255s", id, parent, mdev, root, point) != 5 ||
+                strcmp(mdev, dev) != 0)
+                continue;
+            snprintf(mnt, sizeof mnt, "%s", point);
+            const char *h = strstr(line, " - ");
+            h = h ? strstr(h, "huge=") : NULL;
+            if (h)
+                snprintf(huge, sizeof huge, "%.*s", (int)strcspn(h + 5, ", \n"), h + 5);
+        }
+        fclose(f);
+    }
+    f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "re");
+    if (f) {
+        char text[128] = "";
+        if (fgets(text, sizeof text, f)) {
+            const char *b = strchr(text, '['), *e = b ? strchr(b, ']') : NULL;
+            if (b && e)
+                snprintf(policy, sizeof policy, "%.*s", (int)(e - b - 1), b + 1);
+        }
+        fclose(f);
+    }
+    if (err == EAGAIN || err == ENOMEM) {
+        snprintf(why, cap,
+                 "the kernel found no free huge pages (MADV_COLLAPSE: %s; memory is short or "
+                 "fragmented): tmpfs at %s, huge=%s, shmem_enabled [%s]",
+                 strerror(err), mnt, huge, policy);
+        return;
+    }
+    snprintf(why, cap,
+             "tmpfs at %s has huge=%s and /sys/kernel/mm/transparent_hugepage/shmem_enabled "
+             "is [%s] (MADV_COLLAPSE: %s): the kernel allows huge pages for this file only "
+             "with huge=always, within_size or advise on the mount (mount -o "
+             "remount,huge=within_size %s) or shmem_enabled \"force\"",
+             mnt, huge, policy, strerror(err), mnt);
+}
+
+int fl__region_huge_pages(fl_region *r, uint64_t *huge, char *why, size_t cap)
+{
+    *huge = 0;
+    why[0] = '\0';
+    if (madvise(r->base, r->size, MADV_HUGEPAGE) != 0) {
+        int err = errno;
+        snprintf(why, cap, "madvise(MADV_HUGEPAGE): %s (a kernel without transparent huge "
+                 "pages)", strerror(err));
+        return -err;
+    }
+    int err = madvise(r->base, r->size, MADV_COLLAPSE) == 0 ? 0 : errno;
+    *huge = fl__pmd_mapped(r->base);
+    if (*huge > 0) {
+        if (err)
+            snprintf(why, cap, "in part: MADV_COLLAPSE: %s", strerror(err));
+        return 0;
+    }
+    if (!err)
+        err = EOPNOTSUPP; /* collapsed, yet nothing is mapped huge: say what we see */
+    fl__huge_why(r, err, why, cap);
+    return -err;
 }
 
 void fl__region_params(const fl_region *r, struct fl__params *p)

@@ -109,6 +109,39 @@
  *             seq_cst: either the waiter sees the flag before sleeping, or
  *             the trigger sees the word and its bump makes the futex_wait
  *             return at once (the same Dekker argument as WAITING).
+ *
+ * COUNTERS (the slot's counters[], statistics for fl_lock_info_get; they
+ * order nothing, so every access is relaxed)
+ *   holder-only  acquisitions, contended, expiries_taken, releases: written
+ *             by an acquisition right after the CAS that made it the holder,
+ *             with a plain load and store (fl__count_held: no locked
+ *             instruction; issue 17 found the two locked adds of an
+ *             acquire+release at 2.8 ns).  A release is counted by the
+ *             acquisition that follows it, when the pair that acquisition
+ *             replaced is free with no FREED_* mark (a count after the
+ *             release CAS would race with the next holder's);
+ *             fl_lock_info_get adds the last holding's release while the key
+ *             is free.  Another writer of these words exists only once this
+ *             holder's lease has ended, so an update is lost only when a
+ *             holder is paused (or preempted) past its deadline between its
+ *             CAS and its store and another acquisition takes the key over
+ *             meanwhile: these counts may be low (by one per such pause),
+ *             never high.  A holder killed at that point loses its count, as
+ *             it always did.
+ *   shared    busy, timeouts, renewals (threads sharing one lease may renew
+ *             it at once), renew_failed, release_failed, deaths (fencelockd's
+ *             reap, fl_close, a waiter that frees a dead holder's lock):
+ *             written by processes that do not hold the key (or may not): a
+ *             locked add (fl__count), exact.
+ *
+ * KEY HANDLES (fl_key_resolve, fl_acquire_key)
+ *   A key handle is the key's slot index, resolved once; acquiring by it
+ *   skips the key check, the hash and the probe.  Slots are never freed or
+ *   reused and a published slot's key never changes, so an index once
+ *   resolved names the same key for the life of the mapping.  Checks: api.c
+ *   compares the handle's tag with the region handle's (it came from this
+ *   handle, hence this mapping); here, the index is below the slots handed
+ *   out.  Then the acquisition is fl_acquire's, step for step.
  */
 #include <errno.h>
 #include <limits.h>
@@ -150,11 +183,27 @@ static int fl__make_lease(fl_region *r, uint64_t now, uint64_t lease_ns, uint64_
     return 0;
 }
 
+/* A counter that processes other than the key's holder write (COUNTERS). */
 static inline void fl__count(struct fl__slot *sl, enum fl__lock_counter c)
 {
     /* relaxed: statistics, nothing is ordered by them */
     atomic_fetch_add_explicit(&sl->counters[c], 1, memory_order_relaxed);
 }
+
+/* A counter only the key's holder writes, by the holder (COUNTERS): a
+ * plain load and store, no locked instruction. */
+static inline void fl__count_held(struct fl__slot *sl, enum fl__lock_counter c)
+{
+    /* relaxed: statistics; COUNTERS says which update a pause can lose */
+    uint64_t n = atomic_load_explicit(&sl->counters[c], memory_order_relaxed);
+    atomic_store_explicit(&sl->counters[c], n + 1, memory_order_relaxed);
+}
+
+/* The key of slot sl, for a message: "%.*s" and these two arguments.  Its
+ * bytes never change once published; the length is clamped (shared memory
+ * is untrusted). */
+#define FL__SLOT_KEY(sl) \
+    (int)((sl)->key.len < FL_KEY_MAX ? (sl)->key.len : FL_KEY_MAX), (sl)->key.bytes
 
 /* Wake `count` sleepers of the key (1: a release, or a waiter passing a
  * wake on; INT_MAX: the supervisor's wakes, WAITING), if it has any. */
@@ -299,33 +348,92 @@ static void fl__free_dead(fl_region *r, struct fl__slot *sl, uint32_t idx, uint6
     }
 }
 
-int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
-                       fl_cancel *cancel, fl_lease *lease)
+/* The checks every acquisition makes of its arguments (fn names the public
+ * function in messages). */
+static inline int fl__acquire_args(fl_region *r, uint64_t lease_ns, int64_t timeout_ns,
+                                   const fl_lease *lease, const char *fn)
 {
     if (!r || !lease)
-        return fl__fail(-EINVAL, "fl_acquire: NULL argument");
-    int err = fl__handle_check(r, "fl_acquire");
+        return fl__fail(-EINVAL, "%s: NULL argument", fn);
+    int err = fl__handle_check(r, fn);
     if (err)
         return err;
     if (r->readonly)
-        return fl__fail(-EINVAL, "fl_acquire: read-only region handle");
+        return fl__fail(-EINVAL, "%s: read-only region handle", fn);
     if (lease_ns == 0)
-        return fl__fail(-EINVAL, "fl_acquire: lease_ns must be > 0");
+        return fl__fail(-EINVAL, "%s: lease_ns must be > 0", fn);
     if (timeout_ns < 0 && timeout_ns != FL_WAIT_FOREVER)
-        return fl__fail(-EINVAL, "fl_acquire: timeout_ns must be >= 0 or FL_WAIT_FOREVER");
-    int len = fl__key_check(key);
-    if (len < 0)
-        return len;
-    struct fl__keytab t;
-    fl__keytab_locks(r, &t);
-    uint32_t idx = 0;
-    err = fl__key_find_or_create(&t, key, (size_t)len, &idx);
+        return fl__fail(-EINVAL, "%s: timeout_ns must be >= 0 or FL_WAIT_FOREVER", fn);
+    return 0;
+}
+
+/* Find key's slot, creating it on first use (fl_acquire, fl_key_resolve). */
+static int fl__slot_of_key(fl_region *r, const char *key, uint32_t *idx)
+{
+    int err = fl__lock_find_or_create(r, key, idx);
     if (err == -ENOSPC)
         return fl__fail(-ENOSPC, "region %s: lock table full (%u keys); cannot add key \"%s\"",
                         r->path, r->lock_capacity, key);
+    return err;
+}
+
+static int fl__acquire_slot(fl_region *r, uint32_t idx, uint64_t lease_ns, int64_t timeout_ns,
+                            fl_cancel *cancel, fl_lease *lease);
+
+int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
+                    fl_cancel *cancel, fl_lease *lease)
+{
+    int err = fl__acquire_args(r, lease_ns, timeout_ns, lease, "fl_acquire");
     if (err)
         return err;
+    uint32_t idx = 0;
+    err = fl__slot_of_key(r, key, &idx);
+    if (err)
+        return err;
+    return fl__acquire_slot(r, idx, lease_ns, timeout_ns, cancel, lease);
+}
+
+int fl__shm_key_resolve(fl_region *r, const char *key, fl_key *k)
+{
+    if (!r || !k)
+        return fl__fail(-EINVAL, "fl_key_resolve: NULL argument");
+    int err = fl__handle_check(r, "fl_key_resolve");
+    if (err)
+        return err;
+    if (r->readonly)
+        return fl__fail(-EINVAL, "fl_key_resolve: read-only region handle");
+    uint32_t idx = 0;
+    err = fl__slot_of_key(r, key, &idx);
+    if (err)
+        return err;
+    k->slot = idx;
+    return 0;
+}
+
+/* A key handle names its slot: bounds-checked against the slots handed out
+ * (a handle is only ever made by fl_key_resolve on this region handle, which
+ * api.c has checked by its tag; slots are never freed or reused, so the
+ * slot still holds the key it was resolved for). */
+int fl__shm_acquire_key(fl_region *r, const fl_key *k, uint64_t lease_ns, int64_t timeout_ns,
+                        fl_cancel *cancel, fl_lease *lease)
+{
+    int err = fl__acquire_args(r, lease_ns, timeout_ns, lease, "fl_acquire_key");
+    if (err)
+        return err;
+    if (!k)
+        return fl__fail(-EINVAL, "fl_acquire_key: NULL argument");
+    if (__builtin_expect(k->slot >= fl__locks_used(r), 0))
+        return fl__fail(-EINVAL, "fl_acquire_key: key handle names slot %u, which this region "
+                        "never issued", k->slot);
+    return fl__acquire_slot(r, k->slot, lease_ns, timeout_ns, cancel, lease);
+}
+
+/* The acquisition proper, of slot idx (published, < the slots in use). */
+static int fl__acquire_slot(fl_region *r, uint32_t idx, uint64_t lease_ns, int64_t timeout_ns,
+                            fl_cancel *cancel, fl_lease *lease)
+{
     struct fl__slot *sl = fl__slot_at(r, idx);
+    int err;
 
     /* One clock read per attempt; the wait deadline needs one more, only
      * when there is a timeout to wait for. */
@@ -351,14 +459,15 @@ int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t ti
                     atomic_load_explicit(&r->held_tid[idx], memory_order_relaxed) ==
                         fl__self_tid())
                     return fl__fail(-EDEADLK,
-                                    "key \"%s\" is held by this handle (token %llu): waiting "
+                                    "key \"%.*s\" is held by this handle (token %llu): waiting "
                                     "would only outlast its own lease",
-                                    key, (unsigned long long)(s >> FL__TOKEN_SHIFT));
+                                    FL__SLOT_KEY(sl), (unsigned long long)(s >> FL__TOKEN_SHIFT));
                 if (cancel && atomic_load(&cancel->cancelled))
-                    return fl__fail(-ECANCELED, "wait for key \"%s\" cancelled", key);
+                    return fl__fail(-ECANCELED, "wait for key \"%.*s\" cancelled",
+                                    FL__SLOT_KEY(sl));
                 if (wait_until && now >= wait_until) {
                     fl__count(sl, FL__C_TIMEOUTS);
-                    return fl__fail(-ETIMEDOUT, "key \"%s\" stayed held", key);
+                    return fl__fail(-ETIMEDOUT, "key \"%.*s\" stayed held", FL__SLOT_KEY(sl));
                 }
                 /* Spin only when nobody sleeps on the key yet: with sleepers
                  * the lock is contended, a release wakes one of them, and
@@ -379,10 +488,10 @@ int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t ti
                 if (err)
                     fl__pass_wake_on(sl);
                 if (err == -ECANCELED)
-                    return fl__fail(err, "wait for key \"%s\" cancelled", key);
+                    return fl__fail(err, "wait for key \"%.*s\" cancelled", FL__SLOT_KEY(sl));
                 if (err) {
                     fl__count(sl, FL__C_TIMEOUTS);
-                    return fl__fail(err, "key \"%s\" stayed held", key);
+                    return fl__fail(err, "key \"%.*s\" stayed held", FL__SLOT_KEY(sl));
                 }
                 continue;
             }
@@ -396,7 +505,7 @@ int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t ti
         }
         uint64_t token = s >> FL__TOKEN_SHIFT;
         if (token >= FL_TOKEN_MAX)
-            return fl__fail(-EOVERFLOW, "key \"%s\": token space spent", key);
+            return fl__fail(-EOVERFLOW, "key \"%.*s\": token space spent", FL__SLOT_KEY(sl));
         /* relaxed: the floor only rises, before clients of a new epoch open
          * (they learn of it through registration); order among tokens comes
          * from the CAS on this slot */
@@ -408,9 +517,9 @@ int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t ti
                                                                       : FL_TOKEN_EPOCH(token);
         if (FL_TOKEN_EPOCH(next) > epoch || next > FL_TOKEN_MAX)
             return fl__fail(-EOVERFLOW,
-                            "key \"%s\": token counter of epoch %llu spent (fencelockd "
+                            "key \"%.*s\": token counter of epoch %llu spent (fencelockd "
                             "advances the epoch; is it running?)",
-                            key, (unsigned long long)epoch);
+                            FL__SLOT_KEY(sl), (unsigned long long)epoch);
         uint64_t nl = 0;
         err = fl__make_lease(r, now, lease_ns, &nl);
         if (err)
@@ -427,11 +536,16 @@ int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t ti
          * our thread id before the token */
         atomic_store_explicit(&r->held_tid[idx], fl__self_tid(), memory_order_relaxed);
         atomic_store_explicit(&r->held[idx], next, memory_order_release);
-        fl__count(sl, FL__C_ACQUISITIONS);
+        /* We hold the key: its holder-only counters (COUNTERS), with the
+         * release of the holding we follow, if it ended that way (the pair
+         * we replaced, s and l, was free with no FREED_* mark). */
+        fl__count_held(sl, FL__C_ACQUISITIONS);
+        if (!takeover && l == 0 && token != 0)
+            fl__count_held(sl, FL__C_RELEASES);
         if (contended || takeover)
-            fl__count(sl, FL__C_CONTENDED);
+            fl__count_held(sl, FL__C_CONTENDED);
         if (takeover) {
-            fl__count(sl, FL__C_EXPIRIES_TAKEN);
+            fl__count_held(sl, FL__C_EXPIRIES_TAKEN);
             uint64_t deadline = fl__deadline_ns(r, l); /* l: the pair we replaced */
             fl__event_post(r, &(struct fl__event_data){.type = FL__EV_TAKEOVER,
                                                        .slot = idx,
@@ -532,9 +646,7 @@ static int fl__lease_slot(fl_region *r, const fl_lease *lease, const char *fn,
         return err;
     if (r->readonly)
         return fl__fail(-EINVAL, "%s: read-only region handle", fn);
-    struct fl__keytab t;
-    fl__keytab_locks(r, &t);
-    if (lease->slot >= fl__keytab_used(&t))
+    if (lease->slot >= fl__locks_used(r))
         return fl__fail(-EINVAL, "%s: lease names slot %u, which this region never issued",
                         fn, lease->slot);
     *sl = fl__slot_at(r, lease->slot);
@@ -591,8 +703,9 @@ int fl__shm_release(fl_region *r, const fl_lease *lease)
         /* No clock read: if the CAS succeeds nobody took the key over, so
          * the holding was never overlapped, expired or not. */
         if (fl__pair_cas(&sl->pair, &s, &l, lease->token << FL__TOKEN_SHIFT, 0)) {
-            fl__count(sl, FL__C_RELEASES);
-            /* Killed here, between the CAS and the wake: fencelockd wakes
+            /* Counted by the next acquisition, which holds the key then
+             * (COUNTERS): a count here would race with it.
+             * Killed here, between the CAS and the wake: fencelockd wakes
              * the sleepers when it reaps us (fl__slots_wake_sleepers).
              * Stopped here, or unregistered: they wake at the deadline they
              * saw (I4). */
@@ -609,9 +722,7 @@ int fl__shm_check(fl_region *r, const fl_lease *lease)
     int err = fl__handle_check(r, "fl_check");
     if (err)
         return err;
-    struct fl__keytab t;
-    fl__keytab_locks(r, &t);
-    if (lease->slot >= fl__keytab_used(&t))
+    if (lease->slot >= fl__locks_used(r))
         return fl__fail(-EINVAL, "fl_check: lease names slot %u, which this region never issued",
                         lease->slot);
     uint64_t s = 0, l = 0;
@@ -731,6 +842,12 @@ int fl__shm_lock_info_get(fl_region *r, uint32_t index, fl_lock_info *info)
     if (fl__key_published(&t, index, info->key) != 0)
         return fl__fail(-ENOENT, "lock slot %u holds no published key", index);
     struct fl__slot *sl = fl__slot_at(r, index);
+    /* The counters before the pair: a release counted between the two
+     * reads (by an acquisition after it) can then be missed, never counted
+     * twice (COUNTERS).  relaxed: display only. */
+    uint64_t c[FL__C_COUNT];
+    for (int i = 0; i < FL__C_COUNT; i++)
+        c[i] = atomic_load_explicit(&sl->counters[i], memory_order_relaxed);
     uint64_t s = 0, l = 0;
     fl__pair_load(&sl->pair, &s, &l);
     uint64_t now = fl__now(r);
@@ -752,16 +869,15 @@ int fl__shm_lock_info_get(fl_region *r, uint32_t index, fl_lock_info *info)
     info->holder_pid = atomic_load_explicit(&sl->holder_pid, memory_order_relaxed);
     info->holder_client_id = atomic_load_explicit(&sl->holder_client_id, memory_order_relaxed);
     info->waiters = atomic_load_explicit(&sl->waiters, memory_order_relaxed);
-    uint64_t c[FL__C_COUNT];
-    for (int i = 0; i < FL__C_COUNT; i++)
-        c[i] = atomic_load_explicit(&sl->counters[i], memory_order_relaxed);
     info->acquisitions = c[FL__C_ACQUISITIONS];
     info->contended = c[FL__C_CONTENDED];
     info->expiries_taken = c[FL__C_EXPIRIES_TAKEN];
     info->deaths = c[FL__C_DEATHS];
     info->renewals = c[FL__C_RENEWALS];
     info->renew_failed = c[FL__C_RENEW_FAILED];
-    info->releases = c[FL__C_RELEASES];
+    /* The last holding's release is counted by the next acquisition: a
+     * free pair with no FREED_* mark after a token was issued is one more. */
+    info->releases = c[FL__C_RELEASES] + (!(s & FL__HELD) && l == 0 && info->token != 0);
     info->release_failed = c[FL__C_RELEASE_FAILED];
     info->busy = c[FL__C_BUSY];
     info->timeouts = c[FL__C_TIMEOUTS];

@@ -206,26 +206,31 @@
  *                     still relies on its lease (GAP; EXCL).
  */
 /* Outside the model, unchanged by it: the entry checks against a handle
- * used after fork (fl__handle_check: a guard before any step), and the
- * conversion of deadlines by a time namespace's offset (fl__deadline_ns,
- * fl__make_lease: the same arithmetic in every process, so every process
- * reads the same deadline from the same pair; the model's clock is host
- * time); the statistics counters (busy tries, timed-out waits: relaxed
- * increments on the paths that return); and the early returns around a wait (slot.c, EARLY RETURNS): a
- * wait on a key whose state word holds this handle's own latest token
- * returns -EDEADLK, and a cancelled wait returns -ECANCELED, both before
- * any CAS and without sleeping, so they change no pair and no count (a
- * cancelled sleeper undoes its waiters increment as a timed-out one does;
- * the trigger's bump of wake_seq is one more spurious wake, which the
- * model's waiters already tolerate); and the trigger's write to the
- * cancel's eventfd after all that, which only network (etcd) waits poll
- * and which touches no pair and no count. */
+ * used after fork (fl__handle_check: a guard before any step) and of a key
+ * handle's tag and slot (fl_acquire_key: guards before any step; after them
+ * an acquisition by key handle is fl_acquire's, step for step, on the slot
+ * the handle names, so the model's acquire is both), and the conversion of
+ * deadlines by a time namespace's offset (fl__deadline_ns, fl__make_lease:
+ * the same arithmetic in every process, so every process reads the same
+ * deadline from the same pair; the model's clock is host time); the
+ * statistics counters (slot.c, COUNTERS: relaxed locked adds on the paths
+ * that return, and the holder's plain load and store after its acquiring
+ * CAS, which count its acquisition and the release before it; no step of
+ * the protocol reads a counter); and the early returns around a wait
+ * (slot.c, EARLY RETURNS): a wait on a key whose state word holds this
+ * handle's own latest token returns -EDEADLK, and a cancelled wait returns
+ * -ECANCELED, both before any CAS and without sleeping, so they change no
+ * pair and no count (a cancelled sleeper undoes its waiters increment as a
+ * timed-out one does; the trigger's bump of wake_seq is one more spurious
+ * wake, which the model's waiters already tolerate); and the trigger's
+ * write to the cancel's eventfd after all that, which only network (etcd)
+ * waits poll and which touches no pair and no count. */
 /* Issue 17 (arm64) moved fl__pair_cas, fl__pair_load and the spin hint out
  * of slot.c into src/arch/pair.h (the CAS per architecture below it),
  * unchanged for x86-64, and added aarch64's CAS (casp or ldaxp/stlxp, with
  * the same contract): no step of the model changed, only where the code
  * lives. */
-/* C-VERSION: src/slot.c git-blob 096d0790e1f453a5fb553fb4c7d8fc83294dbe68,
+/* C-VERSION: src/slot.c git-blob ea117c7fc77e39e8f12a1fe3a00c5599af533fea,
  *            src/arch/pair.h git-blob 45e7522c2cfac30b62696ad91b30a8c876593ed4 */
 
 #ifndef NC

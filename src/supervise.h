@@ -104,6 +104,12 @@ void fl__sup_region_mapping(const fl_region *r, const void **base, size_t *size)
 /* Write the mapping back to its file (msync MS_SYNC; nothing to do on
  * tmpfs).  0 or -errno.  SERVING. */
 int fl__sup_region_flush(fl_region *r);
+/* fencelockd --huge-pages: back the region with transparent huge pages where
+ * the kernel allows it for its file (region.c, HUGE PAGES).  0 with *huge the
+ * bytes of this mapping now on huge pages (why says if that is only part);
+ * else a negative errno, nothing changed, and why (cap bytes) says what the
+ * kernel allows and what to change.  Never fatal.  OWNER or START. */
+int fl__region_huge_pages(fl_region *r, uint64_t *huge, char *why, size_t cap);
 
 /* ---- serving the region (ready.c, supervise.c) ---- */
 /* Take the supervisor's lock on the region (ready.c, WHO SERVES THE

@@ -5,7 +5,7 @@
  * sizes: docs/abi.md promises that a minor version never changes the size of
  * an fl_*_info structure or the offset of a field in it.  New fields are
  * taken from `reserved`; the asserts below fail the build of a change that
- * grows a structure instead; fl_lease, a value the caller keeps, is fixed.  A major version (new SONAME) may update them.
+ * grows a structure instead; fl_lease and fl_key, values the caller keeps, are fixed.  A major version (new SONAME) may update them.
  */
 #include <stddef.h>
 
@@ -23,3 +23,4 @@ _Static_assert(sizeof(fl_record_info) == 392, "fl_record_info changed size: ABI 
 _Static_assert(sizeof(fl_client_info) == 88, "fl_client_info changed size: ABI break");
 _Static_assert(sizeof(fl_unregistered_info) == 96, "fl_unregistered_info changed size: ABI break");
 _Static_assert(sizeof(fl_lease) == 64, "fl_lease changed size: ABI break");
+_Static_assert(sizeof(fl_key) == 32, "fl_key changed size: ABI break");

@@ -150,6 +150,70 @@ func TestCommitToken(t *testing.T) { /* I2 I8 */
 	}
 }
 
+// Key handles: Key resolves once, AcquireKey takes the same lock with the
+// same token sequence as Acquire; a Key of another Region is refused.
+func TestKeyHandle(t *testing.T) { /* I1 I9 */
+	d := startDaemon(t)
+	r, other := d.open(t), d.open(t)
+	k, err := r.Key("jobs/1")
+	if err != nil || k.Name != "jobs/1" {
+		t.Fatalf("Key: %v %v", k, err)
+	}
+	var last uint64
+	for i := 0; i < 6; i++ {
+		var l *Lease
+		if i%2 == 0 {
+			l, err = r.AcquireKey(context.Background(), k, time.Minute)
+		} else {
+			l, err = r.Acquire(context.Background(), "jobs/1", time.Minute)
+		}
+		if err != nil || l.Key != "jobs/1" || l.Token <= last || (last != 0 && l.Token != last+1) {
+			t.Fatalf("acquisition %d: %+v %v (last token %d)", i, l, err, last)
+		}
+		last = l.Token
+		if _, err := r.Commit(l, "jobs/1/out", []byte("x"), false); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Held elsewhere: a try is ErrBusy, a deadline ends the wait.
+	h := mustAcquire(t, other, "jobs/1", time.Minute)
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.AcquireKey(done, k, time.Minute); !errors.Is(err, ErrBusy) ||
+		!errors.Is(err, syscall.EBUSY) {
+		t.Fatalf("try of a held key by handle: %v", err)
+	}
+	ctx, stop := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	if _, err := r.AcquireKey(ctx, k, time.Minute); !errors.Is(err, ErrBusy) ||
+		!errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("timed wait by handle: %v", err)
+	}
+	stop()
+	if err := h.Release(); err != nil {
+		t.Fatal(err)
+	}
+	// Another Region's Key; bad names.
+	if _, err := other.AcquireKey(context.Background(), k, time.Minute); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("a Key of another Region: %v", err)
+	}
+	if _, err := r.Key(""); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("empty key: %v", err)
+	}
+	if _, err := r.Key("a\x00b"); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("NUL in key: %v", err)
+	}
+	r.Close()
+	if _, err := r.Key("jobs/1"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+	if _, err := r.AcquireKey(context.Background(), k, time.Minute); !errors.Is(err, ErrClosed) {
+		t.Fatalf("AcquireKey after Close: %v", err)
+	}
+}
+
 // A Region opened with no supervisor running is unregistered and listed
 // by Unregistered until it is closed.
 func TestUnregistered(t *testing.T) { /* I10 */

@@ -55,7 +55,19 @@ func (r *Region) Acquire(ctx context.Context, key string, lease time.Duration) (
 	if cerr != nil {
 		return nil, cerr
 	}
-	l := &Lease{Key: key, r: r, length: lease}
+	return r.acquire(ctx, target{name: key, k: k}, lease)
+}
+
+// target is what an acquisition names: the key's NUL-terminated bytes, or
+// a resolved key handle (kh, the C library's fl_key; k is nil then).
+type target struct {
+	name string
+	k    []byte
+	kh   *C.fl_key
+}
+
+func (r *Region) acquire(ctx context.Context, k target, lease time.Duration) (*Lease, error) {
+	l := &Lease{Key: k.name, r: r, length: lease}
 	timeout := int64(C.FL_WAIT_FOREVER)
 	var ended error // what ended a wait that ends without the lock
 	deadline, hasDeadline := ctx.Deadline()
@@ -98,7 +110,7 @@ func (r *Region) Acquire(ctx context.Context, key string, lease time.Duration) (
 // that Close triggers and, if ctx can be done, a goroutine triggers when it
 // is.  It returns ErrClosed for a wait that Close ended, and a cancelled
 // wait (ECANCELED) as ErrBusy for Acquire to add ctx.Err() to.
-func (r *Region) wait(ctx context.Context, c *C.fl_region, k []byte, leaseNs C.uint64_t,
+func (r *Region) wait(ctx context.Context, c *C.fl_region, k target, leaseNs C.uint64_t,
 	timeout C.int64_t, out *C.fl_lease) *Error {
 	w, e := r.takeCancel()
 	if e != nil {
@@ -234,7 +246,7 @@ func (l *Lease) Check() bool {
 // goroutine should (Go has no deadlock detection here; a goroutine that
 // waits for a key it holds itself waits until ctx is done, the Region is
 // closed, or its own lease ends).
-func acquireOnce(c *C.fl_region, k []byte, leaseNs C.uint64_t, timeout C.int64_t, w *C.fl_cancel,
+func acquireOnce(c *C.fl_region, k target, leaseNs C.uint64_t, timeout C.int64_t, w *C.fl_cancel,
 	out *C.fl_lease) *Error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -256,10 +268,58 @@ func acquireOnce(c *C.fl_region, k []byte, leaseNs C.uint64_t, timeout C.int64_t
 
 // cAcquire is a plain function, not a closure, so that the uncontended
 // path allocates nothing for it.
-func cAcquire(c *C.fl_region, k []byte, leaseNs C.uint64_t, timeout C.int64_t, w *C.fl_cancel,
+func cAcquire(c *C.fl_region, k target, leaseNs C.uint64_t, timeout C.int64_t, w *C.fl_cancel,
 	out *C.fl_lease) C.int {
-	if w == nil {
-		return C.fl_acquire(c, cptr(k), leaseNs, timeout, out)
+	switch {
+	case k.kh != nil && w == nil:
+		return C.fl_acquire_key(c, k.kh, leaseNs, timeout, out)
+	case k.kh != nil:
+		return C.fl_acquire_key_cancelable(c, k.kh, leaseNs, timeout, w, out)
+	case w == nil:
+		return C.fl_acquire(c, cptr(k.k), leaseNs, timeout, out)
 	}
-	return C.fl_acquire_cancelable(c, cptr(k), leaseNs, timeout, w, out)
+	return C.fl_acquire_cancelable(c, cptr(k.k), leaseNs, timeout, w, out)
+}
+
+// Key is a key looked up once (Region.Key, the C library's
+// fl_key_resolve): AcquireKey takes its lock without checking, hashing
+// and looking the name up again.  It is the same lock as Acquire's of
+// Name: the same tokens (acquisitions by Key and by name interleave, and
+// their tokens keep increasing), the same waits and leases.  A Key is a
+// value for any goroutine, valid with the Region that resolved it only,
+// until that Region is closed.
+type Key struct {
+	Name string // the key
+	r    *Region
+	c    C.fl_key
+}
+
+// Key resolves name, creating it on first use as Acquire would (nothing is
+// acquired, no token consumed).  Errors: EINVAL for a bad name, ENOSPC when
+// the key is new and the region's lock table is full.
+func (r *Region) Key(name string) (*Key, error) {
+	k, cerr := cString("resolve", "key", name)
+	if cerr != nil {
+		return nil, cerr
+	}
+	c, err := r.handle("resolve")
+	if err != nil {
+		return nil, err
+	}
+	defer r.mu.RUnlock()
+	kh := &Key{Name: name, r: r}
+	if e := call("resolve", func() C.int { return C.fl_key_resolve(c, cptr(k), &kh.c) }); e != nil {
+		return nil, e
+	}
+	return kh, nil
+}
+
+// AcquireKey is Acquire of k's key (see Acquire for ctx, lease and the
+// errors).  A Key another Region resolved gives EINVAL.
+func (r *Region) AcquireKey(ctx context.Context, k *Key, lease time.Duration) (*Lease, error) {
+	if k == nil || k.r != r {
+		return nil, &Error{Errno: syscall.EINVAL, Op: "acquire",
+			Message: "key handle was resolved by another Region (a Key is valid only with the Region that resolved it)"}
+	}
+	return r.acquire(ctx, target{name: k.Name, kh: &k.c}, lease)
 }

@@ -86,6 +86,7 @@ struct options {
     uint64_t metrics_interval_ns;
     struct fl__params params;
     bool given[5];     /* which of params were given (locks .. spare_buffers) */
+    bool huge_pages;   /* --huge-pages */
     gid_t gid;         /* --group, (gid_t)-1 if not given */
     unsigned mode;     /* --mode of the region file and socket */
     bool access_given; /* --group or --mode */

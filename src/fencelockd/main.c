@@ -158,6 +158,32 @@ static int check_params(const struct daemon *d)
     return 0;
 }
 
+/* --huge-pages: a log line either way; running on small pages is not a
+ * failure. */
+static void apply_huge_pages(const struct daemon *d)
+{
+    uint64_t huge = 0;
+    char why[FL__PATH_MSG_SIZE];
+    int err = fl__region_huge_pages(d->r, &huge, why, sizeof why);
+    if (err) {
+        log_begin("warn", "huge_pages_unavailable");
+        log_str("region", d->path);
+        log_str("message", why);
+        log_end();
+        return;
+    }
+    const void *base;
+    size_t size;
+    fl__sup_region_mapping(d->r, &base, &size);
+    log_begin("info", "huge_pages");
+    log_str("region", d->path);
+    log_u64("bytes", huge);
+    log_u64("region_bytes", size);
+    if (why[0])
+        log_str("message", why);
+    log_end();
+}
+
 /* Take the region's serving lock: -EBUSY when another fencelockd has it. */
 static int lock_region(struct daemon *d)
 {
@@ -317,6 +343,8 @@ static bool daemon_init(struct daemon *d, int argc, char **argv)
     int err = lock_region(d);
     if (err)
         return failed(d, err == -EBUSY ? FLD_EXIT_BUSY : FLD_EXIT_REGION);
+    if (d->o.huge_pages)
+        apply_huge_pages(d);
     /* --group/--mode of an existing region: before any client is admitted. */
     if (d->o.access_given && access_apply(d->r, d->o.gid, d->o.mode) != 0)
         return failed(d, FLD_EXIT_REGION);

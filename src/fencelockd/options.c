@@ -37,6 +37,10 @@ static const char usage_text[] =
     "      --clients N          client table size, 1..65535 [1024]\n"
     "      --spare-buffers N    commit buffers beyond one per record, for commits\n"
     "                           in flight [64]\n"
+    "      --huge-pages         back the region with transparent huge pages where\n"
+    "                           the kernel allows it (tmpfs mounted with huge=...);\n"
+    "                           elsewhere a warning (huge_pages_unavailable), not\n"
+    "                           a failure\n"
     "      --state PATH         durable state file holding the token epoch (default:\n"
     "                           /var/lib/fencelock/NAME.state for root, else\n"
     "                           $XDG_STATE_HOME/fencelock/NAME.state)\n"
@@ -84,8 +88,9 @@ static const char usage_text[] =
     "Log events: start, found, epoch_advanced, client_registered, client_gone,\n"
     "lock_released_by_death, lease_takeover, fencing_rejection, retry_loop,\n"
     "events_dropped, new_boot, lease_voided, client_refused, fd_limit_low,\n"
-    "records_unvouched, record_unvouched, stop; errors (epoch_space_spent,\n"
-    "boot_id_unreadable, region_truncated, ...) name what failed. client_gone\n"
+    "records_unvouched, record_unvouched, huge_pages, huge_pages_unavailable, stop;\n"
+    "errors (epoch_space_spent, boot_id_unreadable, region_truncated, ...) name\n"
+    "what failed. client_gone\n"
     "says \"closed\" only for a client that called fl_close (it says goodbye on\n"
     "the socket), \"died\" otherwise.\n"
     "\n"
@@ -183,6 +188,7 @@ int options_parse(int argc, char **argv, struct options *o)
         {"record-size", required_argument, NULL, 'S'},
         {"clients", required_argument, NULL, 'C'},
         {"spare-buffers", required_argument, NULL, 'B'},
+        {"huge-pages", no_argument, NULL, 'H'},
         {"state", required_argument, NULL, 's'},
         {"min-token", required_argument, NULL, 'm'},
         {"flush-interval", required_argument, NULL, 'f'},
@@ -216,6 +222,7 @@ int options_parse(int argc, char **argv, struct options *o)
         case 'S': err = parse_u32("record-size", optarg, lo.record_size, hi.record_size, &p->record_size); o->given[2] = true; break;
         case 'C': err = parse_u32("clients", optarg, lo.clients, hi.clients, &p->clients); o->given[3] = true; break;
         case 'B': err = parse_u32("spare-buffers", optarg, lo.spare_buffers, hi.spare_buffers, &p->spare_buffers); o->given[4] = true; break;
+        case 'H': o->huge_pages = true; break;
         case 's': o->state = optarg; break;
         case 'm': {
             char *end;

@@ -4,7 +4,8 @@
  * under contention from several processes with several threads each.
  *
  * I1.  Three processes with three threads each hammer one hot key and 64
- * other keys (acquire with a timeout, release).  While it holds a key, a
+ * other keys (acquire with a timeout, release), half the time by name and
+ * half by key handle (fl_key_resolve once per process, fl_acquire_key).  While it holds a key, a
  * holder checks, in memory shared by all processes, that nobody else is
  * inside (the lease is far longer than the run) and that its token is
  * greater than the last token any holder of that key saw; then it stores
@@ -14,7 +15,9 @@
  * to a file; the parent checks uniqueness per key, that each key's tokens
  * are exactly F..F+N-1 with F the epoch's first token (T' = T + 1 above the
  * floor; a failed try or wait consumes none), and that N matches the key's
- * acquisition counter.
+ * acquisition counter (a statistic: with 1 ms leases a holder preempted
+ * right after acquiring may be taken over and its count lost, so there it
+ * may be lower by at most the takeovers, never higher).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -46,6 +49,7 @@ struct shared {
     _Atomic uint64_t last[ALLKEYS];
     _Atomic uint32_t inside[ALLKEYS];
     _Atomic uint32_t violations;
+    _Atomic uint32_t takeovers; /* phase 2 acquisitions that took a lease over */
     _Atomic uint32_t errors;
     _Atomic int first_error;
 };
@@ -82,6 +86,7 @@ static void key_name(uint32_t k, char *buf, size_t cap)
 
 struct worker {
     fl_region *r;
+    const fl_key *keys; /* every key, resolved (ALLKEYS) */
     int proc, thr;
     struct rec *recs;
     int n;
@@ -104,7 +109,9 @@ static void *worker_main(void *arg)
         uint32_t k = (i % 2 == 0) ? 0 : 1 + (uint32_t)(rand_r(&seed) % (NKEYS - 1));
         key_name(k, key, sizeof key);
         fl_lease l;
-        int rc = fl_acquire(w->r, key, AG_S(60), (int64_t)AG_S(30), &l);
+        int rc = (i / 2 + w->thr + w->proc) % 2
+                     ? fl_acquire_key(w->r, &w->keys[k], AG_S(60), (int64_t)AG_S(30), &l)
+                     : fl_acquire(w->r, key, AG_S(60), (int64_t)AG_S(30), &l);
         if (rc != 0) {
             note_error(rc);
             continue;
@@ -126,11 +133,15 @@ static void *worker_main(void *arg)
     key_name(KEY_EXPIRING, key, sizeof key);
     for (int i = 0; i < ITER2; i++) {
         fl_lease l;
-        int rc = fl_acquire(w->r, key, AG_MS(1), (int64_t)AG_S(30), &l);
+        int rc = (i + w->thr) % 2 ? fl_acquire_key(w->r, &w->keys[KEY_EXPIRING], AG_MS(1),
+                                                   (int64_t)AG_S(30), &l)
+                                  : fl_acquire(w->r, key, AG_MS(1), (int64_t)AG_S(30), &l);
         if (rc != 0) {
             note_error(rc);
             continue;
         }
+        if (l.flags & FL_LEASE_EXPIRED)
+            atomic_fetch_add(&sh->takeovers, 1);
         w->recs[w->n++] = (struct rec){KEY_EXPIRING, (uint32_t)(w->proc * NTHR + w->thr),
                                        l.token};
         if (i % 4 == 0)
@@ -154,10 +165,17 @@ static int proc_main(void *arg, int in, int out)
     char buf[64];
     if (th_recv(in, buf, sizeof buf, 30000) != 0 || strcmp(buf, "go") != 0)
         return 11;
+    static fl_key keys[ALLKEYS];
+    for (uint32_t k = 0; k < ALLKEYS; k++) {
+        char key[64];
+        key_name(k, key, sizeof key);
+        if (fl_key_resolve(r, key, &keys[k]) != 0)
+            return 16;
+    }
     struct worker w[NTHR];
     pthread_t t[NTHR];
     for (int i = 0; i < NTHR; i++) {
-        w[i] = (struct worker){r, proc, i, calloc(ITER1 + ITER2, sizeof(struct rec)), 0};
+        w[i] = (struct worker){r, keys, proc, i, calloc(ITER1 + ITER2, sizeof(struct rec)), 0};
         if (!w[i].recs || pthread_create(&t[i], NULL, worker_main, &w[i]) != 0)
             return 12;
     }
@@ -261,7 +279,11 @@ static void test_tokens_unique_and_increasing(void **state)
         fl_lock_info li;
         assert_int_equal(ag_lock_info(ro, key, &li), 0);
         assert_int_equal(li.token, tokens[k][ntok[k] - 1]);
-        assert_int_equal(li.acquisitions, ntok[k]);
+        if (k == KEY_EXPIRING) /* takeovers: see above */
+            assert_true(li.acquisitions <= ntok[k] &&
+                        li.acquisitions + atomic_load(&sh->takeovers) >= ntok[k]);
+        else
+            assert_int_equal(li.acquisitions, ntok[k]);
         if (k == 0 || k == KEY_EXPIRING)
             print_message("%s: %zu acquisitions, %llu contended, %llu expired leases taken "
                           "over\n",

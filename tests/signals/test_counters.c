@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_counters.c - the counters are exact under concurrent multi-process
- * load.
+ * load, and the statistics among them (fencelock.h, fl_lock_info) never
+ * count high.
  *
  * Three worker processes share three keys, each fencing one record, and
  * run a fixed pseudo-random mix of operations: ordinary rounds (acquire,
@@ -13,7 +14,12 @@
  * fl_lock_info and fl_record_info, with the supervisor's log (one
  * fencing_rejection line per rejection and one lease_takeover line per
  * takeover, less the events it reports dropped), with `fencelock metrics`
- * and with the supervisor's --metrics-file.
+ * and with the supervisor's --metrics-file.  Exact: renewals, renew
+ * failures, release failures, deaths, commits, rejections.  Statistics
+ * (acquisitions, takeovers, releases: written by the holder with plain
+ * stores since issue 17) may only be lost by a holder paused past its lease
+ * right after acquiring and taken over meanwhile, so each is at most the
+ * number of takeovers low, never high; a difference is printed.
  *
  * Workers report and then wait, handles open, until the test has read the
  * counters: closing would let the supervisor release their abandoned
@@ -238,6 +244,21 @@ static const fl_record_info *record_named(const fl_record_info *recs, size_t n, 
                      (unsigned long long)(got), (unsigned long long)(want));              \
     } while (0)
 
+/* A statistic (fl_lock_info): lost updates need a takeover each, so it is
+ * at most `take` below what the workers counted, never above. */
+#define EXPECT_STAT(what, got, want, take)                                                \
+    do {                                                                                  \
+        uint64_t g_ = (got), w_ = (want);                                                 \
+        if (g_ > w_ || g_ + (take) < w_)                                                  \
+            fail_msg("%s: %s is %llu, the workers counted %llu (%llu takeovers)", key,    \
+                     what, (unsigned long long)g_, (unsigned long long)w_,                \
+                     (unsigned long long)(take));                                         \
+        if (g_ != w_)                                                                     \
+            print_message("%s: %s is %llu, the workers counted %llu: a holder paused "     \
+                          "right after acquiring\n",                                      \
+                          key, what, (unsigned long long)g_, (unsigned long long)w_);     \
+    } while (0)
+
 /* "fencelock_NAME{LABELS} VALUE\n" must be a line of text. */
 static void assert_sample(const char *text, const char *name, const char *labels, uint64_t v)
 {
@@ -307,11 +328,11 @@ static void test_counters_exact_under_load(void **state)
         record_name(rec, sizeof rec, k);
         const fl_lock_info *l = lock_named(locks, KEYS, key);
         const fl_record_info *c = record_named(recs, KEYS, rec);
-        EXPECT("acquisitions", l->acquisitions, sum[k].acq);
-        EXPECT("expiries_taken", l->expiries_taken, sum[k].take);
+        EXPECT_STAT("acquisitions", l->acquisitions, sum[k].acq, sum[k].take);
+        EXPECT_STAT("expiries_taken", l->expiries_taken, sum[k].take, sum[k].take);
         EXPECT("renewals", l->renewals, sum[k].renew);
         EXPECT("renew_failed", l->renew_failed, sum[k].renew_failed);
-        EXPECT("releases", l->releases, sum[k].rel);
+        EXPECT_STAT("releases", l->releases, sum[k].rel, sum[k].take);
         EXPECT("release_failed", l->release_failed, sum[k].rel_failed);
         EXPECT("deaths", l->deaths, 0);
         EXPECT("commits", c->commits, sum[k].commits);
@@ -377,11 +398,13 @@ static void test_counters_exact_under_load(void **state)
         const fl_lock_info *l = lock_named(locks, KEYS, key);
         const fl_record_info *c = record_named(recs, KEYS, rec);
         snprintf(labels, sizeof labels, "key=\"%s\"", key);
-        assert_sample(m.out, "lock_acquisitions_total", labels, sum[k].acq);
-        assert_sample(m.out, "lock_expiries_taken_total", labels, sum[k].take);
+        /* the statistics as the library reads them (checked against the
+         * workers' counts above) */
+        assert_sample(m.out, "lock_acquisitions_total", labels, l->acquisitions);
+        assert_sample(m.out, "lock_expiries_taken_total", labels, l->expiries_taken);
         assert_sample(m.out, "lock_renewals_total", labels, sum[k].renew);
         assert_sample(m.out, "lock_renew_failed_total", labels, sum[k].renew_failed);
-        assert_sample(m.out, "lock_releases_total", labels, sum[k].rel);
+        assert_sample(m.out, "lock_releases_total", labels, l->releases);
         assert_sample(m.out, "lock_release_failed_total", labels, sum[k].rel_failed);
         assert_sample(m.out, "lock_contended_total", labels, l->contended);
         assert_sample(m.out, "lock_deaths_total", labels, 0);
@@ -407,7 +430,7 @@ static void test_counters_exact_under_load(void **state)
         key_name(key, sizeof key, k);
         snprintf(needles[k], sizeof needles[k],
                  "\nfencelock_lock_acquisitions_total{key=\"%s\"} %llu\n", key,
-                 (unsigned long long)sum[k].acq);
+                 (unsigned long long)lock_named(locks, KEYS, key)->acquisitions);
         list[k] = needles[k];
     }
     list[KEYS] = NULL;

@@ -144,32 +144,51 @@ static void test_truncated(void **state)
     expect_refused(p, -EPROTO, "truncated");
 }
 
+/* The region at p, its format version patched to v, is refused with
+ * -EPROTONOSUPPORT by a message that names v and ours after the file name. */
+static void expect_version_refused(const char *p, uint32_t v)
+{
+    copy_file(valid, p);
+    patch(p, 8, &v, sizeof v);
+    char vs[16];
+    snprintf(vs, sizeof vs, "%u", v);
+    expect_refused(p, -EPROTONOSUPPORT, vs);
+    const char *m = strstr(fl_last_error(), p);
+    assert_non_null(m);
+    m += strlen(p);
+    bool sawtheirs = false, sawmine = false;
+    while (*m) {
+        if (*m >= '0' && *m <= '9') {
+            unsigned long n = strtoul(m, (char **)&m, 10);
+            sawtheirs |= n == v;
+            sawmine |= n == FL__FORMAT_VERSION;
+        } else {
+            m++;
+        }
+    }
+    if (!sawtheirs || !sawmine)
+        fail_msg("message does not name both versions: \"%s\"", fl_last_error());
+}
+
 /* I9 */
 static void test_wrong_version(void **state)
 {
     (void)state;
     char p[512];
     snprintf(p, sizeof p, "%s", th_path("version.region"));
-    copy_file(valid, p);
-    uint32_t v = 99;
-    patch(p, 8, &v, sizeof v);
-    expect_refused(p, -EPROTONOSUPPORT, "99");
-    /* the message names both versions, 99 and ours, after the file name */
-    const char *m = strstr(fl_last_error(), p);
-    assert_non_null(m);
-    m += strlen(p);
-    bool saw99 = false, sawmine = false;
-    while (*m) {
-        if (*m >= '0' && *m <= '9') {
-            unsigned long n = strtoul(m, (char **)&m, 10);
-            saw99 |= n == 99;
-            sawmine |= n == FL__FORMAT_VERSION;
-        } else {
-            m++;
-        }
-    }
-    if (!saw99 || !sawmine)
-        fail_msg("message does not name both versions: \"%s\"", fl_last_error());
+    expect_version_refused(p, 99);
+}
+
+/* I9: the format before this one (5 hashes keys eight bytes at a time; a
+ * format-4 index holds FNV-1a hashes this build would not find, in a file
+ * of the same layout otherwise) */
+static void test_previous_version(void **state)
+{
+    (void)state;
+    char p[512];
+    snprintf(p, sizeof p, "%s", th_path("version4.region"));
+    assert_int_equal(FL__FORMAT_VERSION, 5);
+    expect_version_refused(p, FL__FORMAT_VERSION - 1);
 }
 
 /* I9 */
@@ -455,6 +474,7 @@ int main(void)
         cmocka_unit_test(test_wrong_magic),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_wrong_version),
+        cmocka_unit_test(test_previous_version),
         cmocka_unit_test(test_corrupt_header_checksum),
         cmocka_unit_test(test_not_a_regular_file),
         cmocka_unit_test(test_bad_arguments),

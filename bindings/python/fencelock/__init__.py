@@ -21,11 +21,11 @@ from ._errors import (Busy, Cancelled, Deadlock, Error, ForkedHandle, NotFound, 
                       ScopeMismatch, StaleFence, err_name, strerror)
 from ._info import ClientInfo, LockInfo, RecordInfo, RegionInfo, UnregisteredInfo
 from ._native import KEY_MAX, TOKEN_EPOCH_SHIFT, TOKEN_MAX, UNREGISTERED_MAX
-from ._region import (Keepalive, Lease, Region, default_region_path, open, version,
+from ._region import (Keepalive, Key, Lease, Region, default_region_path, open, version,
                       version_number)
 
 __all__ = [
-    "open", "Region", "Lease", "Keepalive", "Cancel", "default_region_path", "strerror",
+    "open", "Region", "Key", "Lease", "Keepalive", "Cancel", "default_region_path", "strerror",
     "err_name", "version", "version_number", "Error", "Busy", "OwnershipLost", "StaleFence",
     "ScopeMismatch", "ForkedHandle", "NotFound", "Deadlock", "Cancelled", "RegionInfo",
     "LockInfo", "RecordInfo", "ClientInfo", "UnregisteredInfo", "KEY_MAX", "TOKEN_MAX",

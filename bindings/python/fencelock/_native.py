@@ -41,6 +41,11 @@ class FlLease(Structure):
                 ("flags", c_uint32), ("handle", c_uint64), ("reserved", c_uint64 * 4)]
 
 
+class FlKey(Structure):
+    _fields_ = [("slot", c_uint32), ("reserved0", c_uint32), ("handle", c_uint64),
+                ("reserved", c_uint64 * 2)]
+
+
 class FlRegionInfo(Structure):
     _fields_ = [
         ("format_version", c_uint32), ("lock_capacity", c_uint32), ("locks_used", c_uint32),
@@ -88,7 +93,8 @@ class FlUnregisteredInfo(Structure):
 
 
 # The structs the size test compares with the C header (C name -> ctypes class).
-STRUCTS = {"fl_lease": FlLease, "fl_region_info": FlRegionInfo, "fl_lock_info": FlLockInfo,
+STRUCTS = {"fl_lease": FlLease, "fl_key": FlKey, "fl_region_info": FlRegionInfo,
+           "fl_lock_info": FlLockInfo,
            "fl_record_info": FlRecordInfo, "fl_client_info": FlClientInfo,
            "fl_unregistered_info": FlUnregisteredInfo}
 
@@ -115,6 +121,10 @@ PROTOTYPES = {
     "fl_cancel_is_triggered": (c_int, [_cancel_p]),
     "fl_acquire_cancelable": (c_int, [_region_p, c_char_p, c_uint64, c_int64, _cancel_p,
                                       POINTER(FlLease)]),
+    "fl_key_resolve": (c_int, [_region_p, c_char_p, POINTER(FlKey)]),
+    "fl_acquire_key": (c_int, [_region_p, POINTER(FlKey), c_uint64, c_int64, POINTER(FlLease)]),
+    "fl_acquire_key_cancelable": (c_int, [_region_p, POINTER(FlKey), c_uint64, c_int64,
+                                          _cancel_p, POINTER(FlLease)]),
     "fl_renew": (c_int, [_region_p, POINTER(FlLease), c_uint64]),
     "fl_release": (c_int, [_region_p, POINTER(FlLease)]),
     "fl_check": (c_int, [_region_p, POINTER(FlLease)]),

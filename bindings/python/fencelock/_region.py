@@ -24,7 +24,7 @@ from . import _cancel, _errors
 from ._errors import ForkedHandle, OwnershipLost, StaleFence, raise_for
 from ._info import ClientInfo, LockInfo, RecordInfo, RegionInfo, UnregisteredInfo
 from ._native import (COMMIT_STRICT, LEASE_EXPIRED, LEASE_OWNER_DIED, LOST_FN, TOKEN_MAX,
-                      UNREGISTERED_MAX, WAIT_FOREVER, FlClientInfo, FlLease, FlLockInfo,
+                      UNREGISTERED_MAX, WAIT_FOREVER, FlClientInfo, FlKey, FlLease, FlLockInfo,
                       FlRecordInfo, FlRegionInfo, FlUnregisteredInfo, has, lib)
 
 _ENOENT, _ERANGE, _ENOBUFS = errno.ENOENT, errno.ERANGE, errno.ENOBUFS
@@ -154,10 +154,25 @@ class Region:
 
     # -- locks ---------------------------------------------------------------
 
+    def resolve(self, key):
+        """Look key up once (fl_key_resolve), creating it as acquire() would (nothing is
+        acquired), and return a Key: acquire(that Key) takes the same lock, with the same
+        tokens, without looking the name up again.  A Key belongs to this Region (another
+        Region refuses it).  Raises Error EINVAL for a bad key, ENOSPC if the key is new
+        and the region's lock table is full."""
+        if not has("fl_key_resolve"):
+            raise _errors.unsupported("fl_key_resolve")
+        c = FlKey()
+        rc = lib.fl_key_resolve(self._handle(), _name(key, "key"), byref(c))
+        if rc < 0:
+            raise_for(rc, f"key {key!r}")
+        return Key(self, key, c)
+
     def acquire(self, key, lease=30.0, timeout=None, cancel=None):
-        """Acquire key's lock for lease seconds.  timeout: None waits forever, 0 tries
-        once, > 0 waits at most that many seconds.  Returns a Lease (a context manager
-        that releases it).
+        """Acquire key's lock for lease seconds.  key: a name (str or bytes), or a Key
+        from resolve() (the same lock, without the name's lookup).  timeout: None waits
+        forever, 0 tries once, > 0 waits at most that many seconds.  Returns a Lease (a
+        context manager that releases it).
 
         cancel: a fencelock.Cancel; its cancel(), from any thread, ends the wait with
         Cancelled (a free key is still acquired).
@@ -173,7 +188,12 @@ class Region:
         Raises Busy if the key stayed held, Deadlock if the calling thread holds it
         already through this Region (a wait could only take its own lease over),
         Cancelled."""
-        k = _name(key, "key")
+        if isinstance(key, Key):
+            k, name = key._for(self), key.name
+            acq, acq_cancelable = lib.fl_acquire_key, lib.fl_acquire_key_cancelable
+        else:
+            k, name = _name(key, "key"), key
+            acq, acq_cancelable = lib.fl_acquire, lib.fl_acquire_cancelable
         lease_ns = _ns(lease, "lease")
         if timeout is None:
             timeout_ns = WAIT_FOREVER
@@ -187,23 +207,24 @@ class Region:
         c = FlLease()
         w = _cancel.watcher() if timeout_ns != 0 else None
         if w is not None:
-            rc, detail = self._wait_main(h, k, lease_ns, timeout_ns, cancel, c, w)
+            rc, detail = self._wait_main(acq_cancelable, h, k, lease_ns, timeout_ns, cancel, c,
+                                         w)
         elif cancel is not None:
             cc = cancel._enter()
             try:
-                rc = lib.fl_acquire_cancelable(h, k, lease_ns, timeout_ns, cc, byref(c))
+                rc = acq_cancelable(h, k, lease_ns, timeout_ns, cc, byref(c))
                 detail = lib.fl_last_error() if rc < 0 else None
             finally:
                 cancel._exit()
         else:
-            rc = lib.fl_acquire(h, k, lease_ns, timeout_ns, byref(c))
+            rc = acq(h, k, lease_ns, timeout_ns, byref(c))
             detail = lib.fl_last_error() if rc < 0 else None
         if rc < 0:
-            raise_for(rc, f"key {key!r}", detail=detail.decode("utf-8", "replace"))
-        return Lease(self, key, c, lease)
+            raise_for(rc, f"key {name!r}", detail=detail.decode("utf-8", "replace"))
+        return Lease(self, name, c, lease)
 
     @staticmethod
-    def _wait_main(h, k, lease_ns, timeout_ns, cancel, c, w):
+    def _wait_main(acq_cancelable, h, k, lease_ns, timeout_ns, cancel, c, w):
         """A wait in the main thread, ended by signals (see acquire and _cancel.py).
         Returns (rc, fl_last_error() bytes or None)."""
         deadline = None if timeout_ns == WAIT_FOREVER else time.monotonic_ns() + timeout_ns
@@ -217,7 +238,7 @@ class Region:
                     if user is not None and lib.fl_cancel_is_triggered(user):
                         lib.fl_cancel_trigger(sig)
                     _cancel.check_signals()  # those that came before the pipe was set
-                    rc = lib.fl_acquire_cancelable(h, k, lease_ns, t, sig, byref(c))
+                    rc = acq_cancelable(h, k, lease_ns, t, sig, byref(c))
                     detail = lib.fl_last_error() if rc < 0 else None
                     if rc != -_ECANCELED or (user is not None
                                              and lib.fl_cancel_is_triggered(user)):
@@ -359,6 +380,38 @@ class Region:
             raise _errors.unsupported("fl_unregistered_info_get")
         return self._table(lib.fl_unregistered_info_get, UnregisteredInfo, FlUnregisteredInfo,
                            0, UNREGISTERED_MAX - 1)
+
+
+class Key:
+    """A key looked up once (Region.resolve, fl_key_resolve): Region.acquire(key) takes its
+    lock without looking the name up again.  A plain value, usable from any thread, with
+    the Region that resolved it only (until that Region is closed)."""
+
+    __slots__ = ("name", "_region", "_c")
+
+    def __init__(self, region, name, c):
+        self.name = name
+        self._region = region
+        self._c = c
+
+    @property
+    def slot(self):
+        """The backend's number of the key (a region file: its lock slot)."""
+        return self._c.slot
+
+    def _for(self, region):
+        """The C key handle, for a call on region: ValueError if another Region made it."""
+        if region is not self._region:
+            raise ValueError(f"key handle {self.name!r} was resolved by another Region: a Key "
+                             "is valid only with the Region that resolved it (resolve it there)")
+        return byref(self._c)
+
+    def __repr__(self):
+        return f"<fencelock.Key {self.name!r} slot={self.slot}>"
+
+    def __reduce__(self):
+        raise TypeError("a fencelock Key cannot be pickled or sent to another process: "
+                        "resolve the key there")
 
 
 class Lease:

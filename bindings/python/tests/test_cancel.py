@@ -63,9 +63,13 @@ def test_cancelled_before_the_wait_and_reset(region, other):
             assert not c.cancelled
             with pytest.raises(fencelock.Busy):
                 region.acquire("k", timeout=0.05, cancel=c)
-            later(0.1, held.release)
+            t = later(0.1, held.release)
             with region.acquire("k", timeout=10, cancel=c) as lease:
                 assert lease.token > held.token
+            # The wait ends at the release's CAS, before the timer thread has
+            # marked held released: wait for it, or leaving the block would
+            # release held a second time (ESTALE).
+            t.join()
     assert "closed" in repr(c)
     c.cancel()  # after close: nothing
     with pytest.raises(ValueError):
