@@ -58,12 +58,8 @@ struct fl__backend {
      * These two entries came after the others (issue 17).  A table that
      * leaves them NULL (one written before them) makes the three public
      * functions answer -EOPNOTSUPP through fl__unsupported(), so api.c
-     * tests them for NULL, unlike the rest.  The etcd backend
-     * (src/etcd/backend.c, not this change's to edit) leaves them NULL for
-     * now, and should fill them: its fl_lease.slot is already the handle's
-     * own index of a key, which is what its key_resolve would put in
-     * k->slot (looked up once, by name), and acquire_key its fl_acquire by
-     * that index; until then etcd answers -EOPNOTSUPP. */
+     * tests them for NULL, unlike the rest.  Both backends fill them (etcd:
+     * the handle's own index of the key, as its fl_lease.slot). */
     int (*acquire_key)(fl_region *r, const fl_key *k, uint64_t lease_ns, int64_t timeout_ns,
                        fl_cancel *cancel, fl_lease *lease);
     int (*renew)(fl_region *r, fl_lease *lease, uint64_t lease_ns);

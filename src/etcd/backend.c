@@ -169,6 +169,34 @@ static int fl__be_acquire(fl_region *r, const char *key, uint64_t lease_ns, int6
     return err;
 }
 
+/* Key handles: the handle's own index of the key (as fl_lease.slot), found
+ * again by index; an acquisition by handle is the acquisition by name (the
+ * lookup it saves is a hash of a few bytes beside network round trips). */
+static int fl__be_key_resolve(fl_region *r, const char *key, fl_key *k)
+{
+    int err = fl__handle_check(r, "fl_key_resolve");
+    if (err)
+        return err;
+    uint32_t slot = 0;
+    err = fl__etcd_resolve(fl__e(r), key, &slot);
+    if (!err)
+        k->slot = slot;
+    return err;
+}
+
+static int fl__be_acquire_key(fl_region *r, const fl_key *k, uint64_t lease_ns,
+                              int64_t timeout_ns, fl_cancel *cancel, fl_lease *lease)
+{
+    int err = fl__handle_check(r, "fl_acquire_key");
+    if (err)
+        return err;
+    char key[FL_KEY_MAX + 1];
+    if (fl__etcd_slot_key(fl__e(r), k->slot, key, NULL) != 0)
+        return fl__fail(-EINVAL, "fl_acquire_key: key handle names index %u, which this "
+                                 "handle never resolved", k->slot);
+    return fl__be_acquire(r, key, lease_ns, timeout_ns, cancel, lease);
+}
+
 static int fl__be_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns)
 {
     int err = fl__handle_check(r, "fl_renew");
@@ -306,6 +334,8 @@ const struct fl__backend fl__etcd_backend = {
     .open = fl__be_open,
     .close = fl__be_close,
     .acquire = fl__be_acquire,
+    .key_resolve = fl__be_key_resolve,
+    .acquire_key = fl__be_acquire_key,
     .renew = fl__be_renew,
     .release = fl__be_release,
     .check = fl__be_check,

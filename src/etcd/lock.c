@@ -173,6 +173,16 @@ out:
     return err;
 }
 
+int fl__etcd_resolve(struct fl__etcd *e, const char *key, uint32_t *slot)
+{
+    int klen = fl__key_check(key);
+    if (klen < 0)
+        return klen;
+    if (e->readonly)
+        return fl__fail(-EINVAL, "fl_key_resolve: read-only region handle");
+    return fl__intern(e, key, (size_t)klen, slot);
+}
+
 int fl__etcd_slot_key(struct fl__etcd *e, uint32_t slot, char key[FL_KEY_MAX + 1],
                       uint64_t *newest)
 {

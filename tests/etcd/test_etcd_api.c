@@ -667,6 +667,30 @@ static void test_release_revokes_lease(void **state)
     assert_true(lease_gone(b.handle));
 }
 
+/* I1 I13: key handles on etcd: resolved once, the same lock and token
+ * sequence as by name; a handle from another region handle is refused. */
+static void test_key_handle(void **state)
+{
+    (void)state;
+    fl_region *r = open_rw("api-keyh"), *r2 = open_rw("api-keyh");
+    fl_key k;
+    assert_int_equal(fl_key_resolve(r, "kh", &k), 0);
+    fl_lease a, b;
+    assert_int_equal(fl_acquire_key(r, &k, S(5), 0, &a), 0);
+    assert_int_equal(fl_acquire(r2, "kh", S(5), 0, &b), -EBUSY);
+    assert_int_equal(fl_release(r, &a), 0);
+    assert_int_equal(fl_acquire(r2, "kh", S(5), 0, &b), 0);
+    assert_true(b.token > a.token);
+    assert_int_equal(fl_release(r2, &b), 0);
+    fl_lease c;
+    assert_int_equal(fl_acquire_key(r, &k, S(5), 0, &c), 0);
+    assert_true(c.token > b.token);
+    assert_int_equal(fl_acquire_key(r2, &k, S(5), 0, &b), -EINVAL); /* not r2's */
+    assert_int_equal(fl_release(r, &c), 0);
+    fl_close(r2);
+    fl_close(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -682,6 +706,7 @@ int main(void)
         cmocka_unit_test(test_readonly_and_inspection),
         cmocka_unit_test(test_keepalive),
         cmocka_unit_test(test_release_revokes_lease),
+        cmocka_unit_test(test_key_handle),
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_threads),
     };
