@@ -160,6 +160,19 @@ int fl__etcd_read(struct fl__etcd *e, const char *record, void *buf, size_t cap,
 /* Split a record value into its bound key, token and data: 0 or -EPROTO. */
 int fl__etcd_record_parse(const struct fl__etcd_reply *rp, const unsigned char *v, size_t n,
                           size_t *key_len, uint64_t *token, size_t *data_off);
+/* A record's value split (fl__etcd_record_parse). */
+struct fl__etcd_record {
+    size_t key_len;  /* the bound key: the value's first key_len bytes */
+    uint64_t token;  /* the greatest accepted token */
+    size_t data_off; /* where the committed bytes start */
+};
+/* Range record `name` (one request, fl_read's and fl_record_info_get's):
+ * 0 with *kv (free it with fl__etcd_kv_free) and *out; -ENOENT ("record
+ * NAME " + missing) when it does not exist; or the request's error.  *rp
+ * is to be freed with fl__etcd_reply_free in every case. */
+int fl__etcd_record_get(struct fl__etcd *e, const char *name, size_t name_len,
+                        const char *missing, struct fl__etcd_reply *rp, struct fl__etcd_kv *kv,
+                        struct fl__etcd_record *out);
 
 /* inspect.c */
 int fl__etcd_region_info(struct fl__etcd *e, fl_region_info *info);

@@ -221,36 +221,19 @@ int fl__etcd_record_info(struct fl__etcd *e, uint32_t index, fl_record_info *inf
     if (!valid)
         return fl__fail(-ENOENT, "fl_record_info_get: index %" PRIu32 ": not a record name "
                                  "fencelock writes", index);
-    char rec[FL__ETCD_KEY_MAX];
-    size_t rec_len = fl__etcd_key(&e->c, "rec", name, strlen(name), rec);
-    json_t *req = json_pack("{s:o}", "key", fl__etcd_b64(rec, rec_len));
     struct fl__etcd_reply rp;
-    int err = fl__etcd_post(&e->c, "/v3/kv/range", "range record", req,
-                            FL__ETCD_IDEMPOTENT | FL__ETCD_KV, &rp);
-    json_decref(req);
-    if (err == -EREMOTEIO)
-        err = fl__etcd_refusal(&rp);
     struct fl__etcd_kv kv;
-    int found = err ? err
-                    : fl__etcd_range_first(&rp, rp.body,
-                                           FL__ETCD_RECORD_HDR_MAX + FL__ETCD_RECORD_MAX, &kv);
-    if (found == 0)
-        err = fl__fail(-ENOENT, "record \"%s\" is gone since the snapshot", name);
-    else if (found < 0)
-        err = found;
-    else {
-        size_t kl = 0, off = 0;
-        uint64_t t = 0;
-        err = fl__etcd_record_parse(&rp, kv.value, kv.value_len, &kl, &t, &off);
-        if (!err) {
-            memcpy(info->name, name, sizeof info->name);
-            memcpy(info->bound_key, kv.value, kl);
-            info->bound_key[kl] = '\0';
-            info->accepted_token = t;
-            info->version = kv.version; /* puts since creation: accepted commits */
-            info->size = (uint32_t)(kv.value_len - off);
-            info->commits = kv.version;
-        }
+    struct fl__etcd_record got;
+    int err = fl__etcd_record_get(e, name, strlen(name), "is gone since the snapshot", &rp, &kv,
+                                  &got);
+    if (!err) {
+        memcpy(info->name, name, sizeof info->name);
+        memcpy(info->bound_key, kv.value, got.key_len);
+        info->bound_key[got.key_len] = '\0';
+        info->accepted_token = got.token;
+        info->version = kv.version; /* puts since creation: accepted commits */
+        info->size = (uint32_t)(kv.value_len - got.data_off);
+        info->commits = kv.version;
         fl__etcd_kv_free(&kv);
     }
     fl__etcd_reply_free(&rp);

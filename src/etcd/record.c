@@ -280,6 +280,33 @@ int fl__etcd_commit_token(struct fl__etcd *e, const char *key, uint64_t token,
                               record, data, len, flags, accepted);
 }
 
+int fl__etcd_record_get(struct fl__etcd *e, const char *name, size_t name_len,
+                        const char *missing, struct fl__etcd_reply *rp, struct fl__etcd_kv *kv,
+                        struct fl__etcd_record *out)
+{
+    char rec[FL__ETCD_KEY_MAX];
+    size_t rec_len = fl__etcd_key(&e->c, "rec", name, name_len, rec);
+    json_t *req = json_pack("{s:o}", "key", fl__etcd_b64(rec, rec_len));
+    int err = fl__etcd_post(&e->c, "/v3/kv/range", "range record", req,
+                            FL__ETCD_IDEMPOTENT | FL__ETCD_KV, rp);
+    json_decref(req);
+    if (err == -EREMOTEIO)
+        err = fl__etcd_refusal(rp);
+    int found = err ? err
+                    : fl__etcd_range_first(rp, rp->body,
+                                           FL__ETCD_RECORD_HDR_MAX + FL__ETCD_RECORD_MAX, kv);
+    if (found == 0)
+        return fl__fail(-ENOENT, "record \"%.*s\" %s", (int)name_len, name, missing);
+    if (found < 0)
+        return found;
+    *out = (struct fl__etcd_record){0};
+    err = fl__etcd_record_parse(rp, kv->value, kv->value_len, &out->key_len, &out->token,
+                                &out->data_off);
+    if (err)
+        fl__etcd_kv_free(kv);
+    return err;
+}
+
 int fl__etcd_read(struct fl__etcd *e, const char *record, void *buf, size_t cap, size_t *len,
                   uint64_t *fence)
 {
@@ -288,38 +315,20 @@ int fl__etcd_read(struct fl__etcd *e, const char *record, void *buf, size_t cap,
     int rlen = fl__key_check(record);
     if (rlen < 0)
         return rlen;
-    char rec[FL__ETCD_KEY_MAX];
-    size_t rec_len = fl__etcd_key(&e->c, "rec", record, (size_t)rlen, rec);
-    json_t *req = json_pack("{s:o}", "key", fl__etcd_b64(rec, rec_len));
     struct fl__etcd_reply rp;
-    int err = fl__etcd_post(&e->c, "/v3/kv/range", "range record", req,
-                            FL__ETCD_IDEMPOTENT | FL__ETCD_KV, &rp);
-    json_decref(req);
-    if (err == -EREMOTEIO)
-        err = fl__etcd_refusal(&rp);
     struct fl__etcd_kv kv;
-    int found = err ? err
-                    : fl__etcd_range_first(&rp, rp.body,
-                                           FL__ETCD_RECORD_HDR_MAX + FL__ETCD_RECORD_MAX, &kv);
-    if (found == 0)
-        err = fl__fail(-ENOENT, "record \"%s\" was never committed", record);
-    else if (found < 0)
-        err = found;
-    else {
-        size_t kl = 0, off = 0;
-        uint64_t t = 0;
-        err = fl__etcd_record_parse(&rp, kv.value, kv.value_len, &kl, &t, &off);
-        if (!err) {
-            size_t n = kv.value_len - off;
-            *len = n;
-            if (n > cap)
-                err = fl__fail(-ENOBUFS, "record \"%s\" holds %zu bytes, more than %zu", record,
-                               n, cap);
-            else {
-                if (n)
-                    memcpy(buf, kv.value + off, n);
-                *fence = t;
-            }
+    struct fl__etcd_record got;
+    int err = fl__etcd_record_get(e, record, (size_t)rlen, "was never committed", &rp, &kv, &got);
+    if (!err) {
+        size_t n = kv.value_len - got.data_off;
+        *len = n;
+        if (n > cap)
+            err = fl__fail(-ENOBUFS, "record \"%s\" holds %zu bytes, more than %zu", record, n,
+                           cap);
+        else {
+            if (n)
+                memcpy(buf, kv.value + got.data_off, n);
+            *fence = got.token;
         }
         fl__etcd_kv_free(&kv);
     }

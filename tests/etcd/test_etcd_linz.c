@@ -274,8 +274,11 @@ static void fault_cycle(ec_cluster *c, struct window *cuts, int *ncuts)
     pause_ms(2000);
     if (have_ns) {
         printf("# %.1f s: m2's namespace cut off\n", th_now_ns() / 1e9);
-        cuts[*ncuts].b = th_now_ns();
+        /* The window starts once the cut is in effect (`ip` has returned):
+         * an operation invoked while the command still ran may have been
+         * answered through the link. */
         ec_netns_cut(&ns);
+        cuts[*ncuts].b = th_now_ns();
         pause_ms(5000);
         cuts[*ncuts].e = th_now_ns();
         (*ncuts)++;
