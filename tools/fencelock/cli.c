@@ -55,3 +55,11 @@ int cli_open_failed(const char *region, int err)
         fl__say("cannot open region %s: %s", path, detail);
     return rc;
 }
+
+int cli_region_option(const char *arg, const char **region)
+{
+    if (!arg[0])
+        return fl__usage_error("--region: the path is empty");
+    *region = arg;
+    return 0;
+}

@@ -55,6 +55,9 @@ int cli_finish_stdout(void);
  * any but NUL (which an argument cannot hold).  -1 if name is one, else bad
  * usage said ("RECORD is empty (1 to 127 bytes)", what naming it). */
 int cli_check_name(const char *what, const char *name);
+/* The argument of -r/--region into *region: 0, or the usage status (after
+ * the message) for an empty one. */
+int cli_region_option(const char *arg, const char **region);
 
 /* The exit status of a failed fl_open: CLI_EXIT_RUNTIME for a shortage of
  * memory or descriptors, CLI_EXIT_REGION for anything about the region. */

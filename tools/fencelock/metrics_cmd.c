@@ -73,9 +73,8 @@ static int parse_metrics_args(int argc, char **argv, const char **region)
     while ((c = getopt_long(argc, argv, ":r:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'r':
-            if (!optarg[0])
-                return fl__usage_error("--region: the path is empty");
-            *region = optarg;
+            if (cli_region_option(optarg, region) != 0)
+                return FL__EXIT_USAGE;
             break;
         case 'h':
             fputs(metrics_usage, stdout);

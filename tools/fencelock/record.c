@@ -180,9 +180,8 @@ int commit_main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":r:k:t:sh", longopts, NULL)) != -1) {
         switch (c) {
         case 'r':
-            if (!optarg[0])
-                return fl__usage_error("--region: the path is empty");
-            region = optarg;
+            if (cli_region_option(optarg, &region) != 0)
+                return FL__EXIT_USAGE;
             break;
         case 'k': key = optarg; break;
         case 't': token_text = optarg; break;
@@ -362,9 +361,8 @@ int read_main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":r:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'r':
-            if (!optarg[0])
-                return fl__usage_error("--region: the path is empty");
-            region = optarg;
+            if (cli_region_option(optarg, &region) != 0)
+                return FL__EXIT_USAGE;
             break;
         case 'j': json = true; break;
         case 'h':

@@ -288,9 +288,8 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
     while ((c = getopt_long(argc, argv, "+:r:l:w:nk:E:c:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'r':
-            if (!optarg[0])
-                return fl__usage_error("--region: the path is empty");
-            o->region = optarg;
+            if (cli_region_option(optarg, &o->region) != 0)
+                return FL__EXIT_USAGE;
             break;
         case 'l':
             if ((rc = parse_duration_option("--lease", optarg, &o->lease_ns)) >= 0)

@@ -232,9 +232,8 @@ static int parse_status_args(int argc, char **argv, struct status_options *o)
     while ((c = getopt_long(argc, argv, ":r:o:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'r':
-            if (!optarg[0])
-                return fl__usage_error("--region: the path is empty");
-            o->region = optarg;
+            if (cli_region_option(optarg, &o->region) != 0)
+                return FL__EXIT_USAGE;
             break;
         case OPT_JSON: o->json = true; break;
         case OPT_PREFIX: o->prefix = optarg; break;
