@@ -846,23 +846,30 @@ out:
     return err;
 }
 
+/* The etcd lease of holding l: the one this handle recorded (*ours), or,
+ * for a lease copied without its etcd lease id, the key's own if the key is
+ * still this holding (one read; *ours false and *lease 0 otherwise). */
+static int fl__holding_lease(struct fl__etcd *e, const struct fl__etcd_lease *l,
+                             const struct fl__keys *k, uint64_t *lease, bool *ours)
+{
+    *lease = fl__held_lease(e, l->slot, l->token, l->lease_id);
+    *ours = *lease != 0;
+    return *ours ? 0 : fl__is_holding(e, k, l->token, 0, ours, lease);
+}
+
 int fl__etcd_release(struct fl__etcd *e, const struct fl__etcd_lease *l)
 {
     char key[FL_KEY_MAX + 1];
     int err = fl__lease_args(e, l, "fl_release", key);
     if (err)
         return err;
-    uint64_t lease = fl__held_lease(e, l->slot, l->token, l->lease_id);
-    if (!lease) {
-        /* Not known here (a lease copied without its etcd lease id):
-         * learn it from the key, if the key is still this holding. */
-        struct fl__keys k;
-        fl__keys_of(e, key, strlen(key), &k);
-        bool ours = false;
-        err = fl__is_holding(e, &k, l->token, 0, &ours, &lease);
-        if (err)
-            return err;
-    }
+    struct fl__keys k;
+    fl__keys_of(e, key, strlen(key), &k);
+    bool ours = false;
+    uint64_t lease = 0;
+    err = fl__holding_lease(e, l, &k, &lease, &ours);
+    if (err)
+        return err;
     err = fl__release_as(e, key, l->token, lease, 'R');
     if (!err || err == -ESTALE) {
         /* Over either way; the lease only ever carried this holding.  On
@@ -911,14 +918,12 @@ int fl__etcd_renew(struct fl__etcd *e, struct fl__etcd_lease *l, uint64_t lease_
     struct fl__keys k;
     fl__keys_of(e, key, strlen(key), &k);
     bool ours = false;
-    uint64_t lease = fl__held_lease(e, l->slot, l->token, l->lease_id);
-    if (!lease) {
-        err = fl__is_holding(e, &k, l->token, 0, &ours, &lease);
-        if (err)
-            return err;
-        if (!ours)
-            goto stale;
-    }
+    uint64_t lease = 0;
+    err = fl__holding_lease(e, l, &k, &lease, &ours);
+    if (err)
+        return err;
+    if (!ours)
+        goto stale;
     uint64_t t0 = fl__etcd_now_ns(), ttl = 0;
     err = fl__etcd_keepalive(&e->c, lease, &ttl);
     if (err)
