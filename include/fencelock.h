@@ -87,6 +87,12 @@
  *                  accepted: fl_read() tells); it is never reported as a
  *                  success.  (fl_open()'s -EAGAIN, "region not ready", and
  *                  fl_keepalive_start()'s, "no thread", keep their meaning.)
+ *                  After either error from fl_release() the key may still
+ *                  be held (an fl_acquire() of it from the same thread is
+ *                  -EDEADLK): call fl_release() again with the same lease.
+ *                  It returns 0 when the earlier attempt took effect, and
+ *                  else releases now; the lease ends by itself at its
+ *                  deadline if no call ever gets through.
  *   -ENOTRECOVERABLE  (fl_acquire, etcd) the cluster went back in time
  *                  under the same epoch (a snapshot restored without a bump
  *                  of the epoch), or its epoch key is gone: no token is

@@ -66,6 +66,8 @@ struct fl__etcd_key {
     uint64_t held_token; /* this handle's latest acquisition (0: none) */
     uint64_t held_lease; /* ... its etcd lease (renew may move it) */
     uint32_t held_tid;   /* ... and the thread that made it (-EDEADLK) */
+    bool release_unsure; /* ... whose fl_release had no answer (may have
+                            taken effect): a retry's "R T" is its own */
 };
 
 /* What inspect.c keeps between fl_region_info_get and the per-index calls. */

@@ -236,6 +236,7 @@ static void fl__set_held(struct fl__etcd *e, uint32_t slot, uint64_t token, uint
     k->held_token = token;
     k->held_lease = lease;
     k->held_tid = fl__etcd_tid();
+    k->release_unsure = false;
     if (k->newest < token)
         k->newest = token;
     pthread_mutex_unlock(&e->lock);
@@ -247,8 +248,24 @@ static void fl__clear_held(struct fl__etcd *e, uint32_t slot, uint64_t token)
     if (slot < e->nkeys && e->keys[slot]->held_token == token) {
         e->keys[slot]->held_token = 0;
         e->keys[slot]->held_lease = 0;
+        e->keys[slot]->release_unsure = false;
     }
     pthread_mutex_unlock(&e->lock);
+}
+
+/* Whether an fl_release of holding token at slot had no definite answer
+ * (get), or note that one had none (set). */
+static bool fl__release_unsure(struct fl__etcd *e, uint32_t slot, uint64_t token, bool set)
+{
+    pthread_mutex_lock(&e->lock);
+    bool unsure = false;
+    if (slot < e->nkeys && e->keys[slot]->held_token == token) {
+        if (set)
+            e->keys[slot]->release_unsure = true;
+        unsure = e->keys[slot]->release_unsure;
+    }
+    pthread_mutex_unlock(&e->lock);
+    return unsure;
 }
 
 /* ---- values ---- */
@@ -783,9 +800,11 @@ int fl__etcd_check(struct fl__etcd *e, const struct fl__etcd_lease *l)
                            l->token);
 }
 
-/* The release Txn, with marker state 'R' (fl_release) or 'D' (fl_close). */
+/* The release Txn, with marker state 'R' (fl_release) or 'D' (fl_close).
+ * retry: an earlier call's attempt may have taken effect (its answer was
+ * lost), so a marker that says exactly this release is that attempt's. */
 static int fl__release_as(struct fl__etcd *e, const char *key, uint64_t token, uint64_t lease,
-                          char state)
+                          char state, bool retry)
 {
     struct fl__keys k;
     fl__keys_of(e, key, strlen(key), &k);
@@ -827,11 +846,13 @@ static int fl__release_as(struct fl__etcd *e, const char *key, uint64_t token, u
     err = fl__etcd_txn_resp(&rp, txn, 1, "response_range", &last_range);
     if (err)
         goto out;
-    /* Refused.  After an attempt whose answer was lost, a marker that says
-     * this very release is the lost attempt's work. */
+    /* Refused.  After an attempt whose answer was lost (in this call, or in
+     * an earlier fl_release of this holding), a marker that says this very
+     * release is the lost attempt's work: the holding ended by its release
+     * and nobody acquired the key since (an acquire writes "H E"). */
     struct fl__etcd_kv kv;
     int found = fl__etcd_range_first(&rp, last_range, FL__ETCD_MARK_MAX, &kv);
-    bool mine = found == 1 && rp.ambiguous && kv.value_len == (size_t)mvn &&
+    bool mine = found == 1 && (rp.ambiguous || retry) && kv.value_len == (size_t)mvn &&
                 memcmp(kv.value, mv, (size_t)mvn) == 0;
     if (found == 1)
         fl__etcd_kv_free(&kv);
@@ -870,15 +891,18 @@ int fl__etcd_release(struct fl__etcd *e, const struct fl__etcd_lease *l)
     err = fl__holding_lease(e, l, &k, &lease, &ours);
     if (err)
         return err;
-    err = fl__release_as(e, key, l->token, lease, 'R');
+    err = fl__release_as(e, key, l->token, lease, 'R',
+                         fl__release_unsure(e, l->slot, l->token, false));
     if (!err || err == -ESTALE) {
         /* Over either way; the lease only ever carried this holding.  On
-         * any other error the key may still be held: fl_close tries again. */
+         * any other error the key may still be held: the caller calls
+         * fl_release again (fl_close does too). */
         fl__clear_held(e, l->slot, l->token);
         /* The Txn made the release; revoking the lease, which carries
          * nothing now, is the revoker's (revoker.c): one round trip, not two. */
         fl__etcd_revoke_later(e, lease);
-    }
+    } else if (err == -EAGAIN || err == -EPROTO)
+        (void)fl__release_unsure(e, l->slot, l->token, true);
     return err;
 }
 
@@ -898,7 +922,7 @@ void fl__etcd_abandon_all(struct fl__etcd *e)
         pthread_mutex_unlock(&e->lock);
         if (!token || !lease)
             continue;
-        (void)fl__release_as(e, key, token, lease, 'D'); /* best effort */
+        (void)fl__release_as(e, key, token, lease, 'D', false); /* best effort */
         fl__drop_lease(e, lease);
     }
 }

@@ -153,6 +153,70 @@ static void *ec_fake_main(void *arg)
     return NULL;
 }
 
+int ec_relay(int port, const char *path, const char *body, char *out, size_t cap)
+{
+    out[0] = '\0';
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return 0;
+    }
+    size_t blen = strlen(body);
+    char head[512];
+    int hn = snprintf(head, sizeof head,
+                      "POST %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: "
+                      "application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+                      path, port, blen);
+    if (write(fd, head, (size_t)hn) != hn || write(fd, body, blen) != (ssize_t)blen) {
+        close(fd);
+        return 0;
+    }
+    /* The whole answer, to EOF (Connection: close). */
+    size_t rcap = 1 << 20, n = 0;
+    char *buf = malloc(rcap + 1);
+    ssize_t k;
+    while (buf && n < rcap && (k = read(fd, buf + n, rcap - n)) > 0)
+        n += (size_t)k;
+    close(fd);
+    if (!buf)
+        return 0;
+    buf[n] = '\0';
+    int status = 0;
+    const char *start = strstr(buf, "\r\n\r\n");
+    if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1 || !start) {
+        free(buf);
+        return 0;
+    }
+    start += 4;
+    /* etcd's gateway may answer chunked: join the chunks. */
+    size_t o = 0;
+    if (strcasestr(buf, "\r\nTransfer-Encoding: chunked")) {
+        for (const char *p = start;;) {
+            char *end;
+            unsigned long len = strtoul(p, &end, 16);
+            if (end == p || len == 0 || strncmp(end, "\r\n", 2) != 0)
+                break;
+            p = end + 2;
+            if ((size_t)(buf + n - p) < len + 2) /* the chunk and its CRLF */
+                break;
+            size_t take = o + len < cap ? len : cap - 1 - o;
+            memcpy(out + o, p, take);
+            o += take;
+            p += len + 2;
+        }
+    } else {
+        o = strlen(start) < cap ? strlen(start) : cap - 1;
+        memcpy(out, start, o);
+    }
+    out[o] = '\0';
+    free(buf);
+    return status;
+}
+
 ec_fake *ec_fake_start(ec_fake_fn fn, void *arg, int *port)
 {
     ec_fake *f = calloc(1, sizeof *f);

@@ -149,6 +149,10 @@ ec_fake *ec_fake_start(ec_fake_fn fn, void *arg, int *port);
 void ec_fake_stop(ec_fake *f);
 /* Requests the fake has answered so far. */
 unsigned ec_fake_requests(const ec_fake *f);
+/* Send a fake's request on to a real member on 127.0.0.1:port (a fake that
+ * relays, and loses the answers a test wants lost): the member's HTTP
+ * status and answer in out, or 0 when it could not be reached. */
+int ec_relay(int port, const char *path, const char *body, char *out, size_t cap);
 
 /* ---- agents: a child process with its own handle ---- */
 typedef struct ec_agent {

@@ -13,6 +13,8 @@
  *                     endpoint
  *   -ENOSPC           etcd's "database space exceeded"
  *   -EOVERFLOW        a revision that does not fit a token (2^40)
+ * that a release whose answer was lost is -EAGAIN and a second
+ * fl_release of the same lease settles it (0),
  * and that a dead first endpoint is skipped for a live second one.
  *
  * I9 (untrusted input), I13 (errors keep their meaning on etcd).
@@ -21,6 +23,8 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -337,6 +341,106 @@ static void test_dead_endpoint_skipped(void **state)
     ec_stop_all(&c);
 }
 
+/* ---- a relay that loses the answer of a release ---- */
+
+struct relay {
+    int member_port;
+    /* Set by the test; the relay clears it on the next release Txn: */
+    _Atomic int lose; /* 1: send it on, lose the answer; 2: drop it unsent */
+};
+
+static int relay(void *arg, const char *path, const char *body, char *out, size_t cap)
+{
+    struct relay *rl = arg;
+    /* The release Txn is the one that deletes (request_delete_range). */
+    bool release = strcmp(path, "/v3/kv/txn") == 0 && strstr(body, "request_delete_range");
+    int lose = release ? atomic_exchange(&rl->lose, 0) : 0;
+    if (lose == 2)
+        return -1;
+    int status = ec_relay(rl->member_port, path, body, out, cap);
+    return lose == 1 ? -1 : status;
+}
+
+/* A release whose answer was lost is -EAGAIN; the same thread's acquire of
+ * the key is then -EDEADLK (the handle still counts it held), and calling
+ * fl_release again with the same lease returns 0 whether the lost attempt
+ * took effect (its marker "R T" is recognised) or not (the retry
+ * releases).  A release after that 0 is -ESTALE, as on a region file.
+ * I13 */
+static void test_release_answer_lost(void **state)
+{
+    (void)state;
+    ec_cluster c;
+    ec_start(&c, 1);
+    struct relay rl = {.member_port = c.m[0].client_port};
+    int port = 0;
+    ec_fake *f = ec_fake_start(relay, &rl, &port);
+    setenv("FENCELOCK_ETCD_TIMEOUT_MS", "500", 1);
+    char uri[128], direct[128];
+    snprintf(uri, sizeof uri, "etcd://127.0.0.1:%d/lost", port);
+    snprintf(direct, sizeof direct, "etcd://127.0.0.1:%d/lost", c.m[0].client_port);
+    fl_region *r = NULL, *d = NULL;
+    assert_int_equal(fl_open(uri, &r), 0);
+    assert_int_equal(fl_open(direct, &d), 0);
+    for (int lose = 1; lose <= 2; lose++) {
+        fl_lease l, x;
+        assert_int_equal(fl_acquire(r, "k", S(30), 0, &l), 0);
+        atomic_store(&rl.lose, lose);
+        int rc = fl_release(r, &l);
+        if (rc != -EAGAIN)
+            fail_msg("release with its answer lost (%s): %s, not -EAGAIN: %s",
+                     lose == 1 ? "taken effect" : "never sent", fl_err_name(rc), fl_last_error());
+        assert_int_equal(atomic_load(&rl.lose), 0); /* the relay saw it */
+        /* Taken effect: the key is free at etcd; never sent: still held. */
+        rc = fl_acquire(d, "k", S(30), 0, &x);
+        assert_int_equal(rc, lose == 1 ? 0 : -EBUSY);
+        if (rc == 0)
+            assert_int_equal(fl_release(d, &x), 0);
+        /* The thread may still hold it, as far as the handle knows. */
+        assert_int_equal(fl_acquire(r, "k", S(30), S(1), &x), lose == 1 ? 0 : -EDEADLK);
+        if (lose == 1) {
+            /* The key was free: a new holding, released at once. */
+            assert_int_equal(fl_release(r, &x), 0);
+            continue;
+        }
+        rc = fl_release(r, &l);
+        if (rc != 0)
+            fail_msg("the retried release: %s: %s", fl_err_name(rc), fl_last_error());
+        assert_int_equal(fl_release(r, &l), -ESTALE);
+        assert_int_equal(fl_acquire(d, "k", S(30), 0, &x), 0);
+        assert_int_equal(x.flags, 0); /* released, not expired */
+        assert_int_equal(fl_release(d, &x), 0);
+    }
+    /* The lost attempt took effect and nobody acquired since: the retry
+     * recognises its own marker. */
+    fl_lease l;
+    assert_int_equal(fl_acquire(r, "k", S(30), 0, &l), 0);
+    atomic_store(&rl.lose, 1);
+    assert_int_equal(fl_release(r, &l), -EAGAIN);
+    int rc = fl_release(r, &l);
+    if (rc != 0)
+        fail_msg("the retry of a release that took effect: %s: %s", fl_err_name(rc),
+                 fl_last_error());
+    assert_int_equal(fl_release(r, &l), -ESTALE);
+    fl_lease x;
+    assert_int_equal(fl_acquire(d, "k", S(30), 0, &x), 0);
+    assert_int_equal(x.flags, 0);
+    /* ...and after someone else acquired, the retry is -ESTALE. */
+    assert_int_equal(fl_acquire(r, "k2", S(30), 0, &l), 0);
+    atomic_store(&rl.lose, 1);
+    assert_int_equal(fl_release(r, &l), -EAGAIN);
+    fl_lease y;
+    assert_int_equal(fl_acquire(d, "k2", S(30), 0, &y), 0);
+    assert_int_equal(fl_release(r, &l), -ESTALE);
+    assert_int_equal(fl_release(d, &y), 0);
+    assert_int_equal(fl_release(d, &x), 0);
+    fl_close(r);
+    fl_close(d);
+    ec_fake_stop(f);
+    unsetenv("FENCELOCK_ETCD_TIMEOUT_MS");
+    ec_stop_all(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -346,6 +450,7 @@ int main(void)
         cmocka_unit_test(test_garbage),
         cmocka_unit_test(test_commit_outcome_unknown),
         cmocka_unit_test(test_dead_endpoint_skipped),
+        cmocka_unit_test(test_release_answer_lost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
