@@ -80,7 +80,21 @@ static void *stream_main(void *arg)
             s->tokens[atomic_load(&s->n)] = l.token;
             atomic_fetch_add(&s->n, 1);
             rc = fl_commit(r, &l, "k-rec", &l.token, sizeof l.token, FL_COMMIT_STRICT, NULL);
+            if (network_error(rc))
+                s->net_errors++;
+            rc = network_error(rc) ? 0 : rc;
+            /* A release without a definite answer leaves the key perhaps
+             * held (this thread's next acquire would be -EDEADLK): it is
+             * called again until it says (docs/etcd.md), as a user would.
+             * -ESTALE after the lease's deadline: it ran out meanwhile. */
             int rel = fl_release(r, &l);
+            while (network_error(rel) && !atomic_load(&s->stop)) {
+                s->net_errors++;
+                pause_ms(50);
+                rel = fl_release(r, &l);
+                if (rel == -ESTALE && th_now_ns() >= l.deadline_ns)
+                    rel = 0;
+            }
             rc = rc ? rc : rel;
         }
         if (rc == 0)
