@@ -130,11 +130,11 @@ int fl__etcd_release(struct fl__etcd *e, const struct fl__etcd_lease *l);
 int fl__etcd_check(struct fl__etcd *e, const struct fl__etcd_lease *l);
 /* fl_close: release every holding of the handle as abandoned ("D"). */
 void fl__etcd_abandon_all(struct fl__etcd *e);
-/* The key of slot (copied, NUL-terminated) and the newest token this
- * handle knows of it: 0 or -EINVAL (no such slot). */
 /* fl_key_resolve: the handle's index of key (interned, never removed while
  * the handle lives), without a request: 0, -EINVAL, -ENOSPC, -ENOMEM. */
 int fl__etcd_resolve(struct fl__etcd *e, const char *key, uint32_t *slot);
+/* The key of slot (copied, NUL-terminated) and the newest token this
+ * handle knows of it: 0 or -EINVAL (no such slot). */
 int fl__etcd_slot_key(struct fl__etcd *e, uint32_t slot, char key[FL_KEY_MAX + 1],
                       uint64_t *newest);
 /* The newest token key issued, read from its marker (0 never acquired),

@@ -253,17 +253,22 @@ static void fl__clear_held(struct fl__etcd *e, uint32_t slot, uint64_t token)
     pthread_mutex_unlock(&e->lock);
 }
 
-/* Whether an fl_release of holding token at slot had no definite answer
- * (get), or note that one had none (set). */
-static bool fl__release_unsure(struct fl__etcd *e, uint32_t slot, uint64_t token, bool set)
+/* Note that an fl_release of holding token at slot had no definite answer
+ * (it may have taken effect: its retry's "R T" is its own). */
+static void fl__note_release_unsure(struct fl__etcd *e, uint32_t slot, uint64_t token)
 {
     pthread_mutex_lock(&e->lock);
-    bool unsure = false;
-    if (slot < e->nkeys && e->keys[slot]->held_token == token) {
-        if (set)
-            e->keys[slot]->release_unsure = true;
-        unsure = e->keys[slot]->release_unsure;
-    }
+    if (slot < e->nkeys && e->keys[slot]->held_token == token)
+        e->keys[slot]->release_unsure = true;
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* Whether an earlier fl_release of holding token at slot had no answer. */
+static bool fl__release_was_unsure(struct fl__etcd *e, uint32_t slot, uint64_t token)
+{
+    pthread_mutex_lock(&e->lock);
+    bool unsure = slot < e->nkeys && e->keys[slot]->held_token == token &&
+                  e->keys[slot]->release_unsure;
     pthread_mutex_unlock(&e->lock);
     return unsure;
 }
@@ -892,7 +897,7 @@ int fl__etcd_release(struct fl__etcd *e, const struct fl__etcd_lease *l)
     if (err)
         return err;
     err = fl__release_as(e, key, l->token, lease, 'R',
-                         fl__release_unsure(e, l->slot, l->token, false));
+                         fl__release_was_unsure(e, l->slot, l->token));
     if (!err || err == -ESTALE) {
         /* Over either way; the lease only ever carried this holding.  On
          * any other error the key may still be held: the caller calls
@@ -902,7 +907,7 @@ int fl__etcd_release(struct fl__etcd *e, const struct fl__etcd_lease *l)
          * nothing now, is the revoker's (revoker.c): one round trip, not two. */
         fl__etcd_revoke_later(e, lease);
     } else if (err == -EAGAIN || err == -EPROTO)
-        (void)fl__release_unsure(e, l->slot, l->token, true);
+        fl__note_release_unsure(e, l->slot, l->token);
     return err;
 }
 
