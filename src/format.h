@@ -97,11 +97,15 @@
  *   8   u64 lease    HELD:  owner client index << 48 | deadline in microseconds
  *                           of CLOCK_MONOTONIC (48 bits)
  *                    FREE:  how the last holding ended (FL__FREED_*)
- *   16  u32 wake_seq futex word: bumped on every release with waiters
+ *   16  u32 wake_seq futex word: bumped by every wake of the key's sleepers
  *   20  u32 waiters  processes between deciding to sleep and waking up
  *   24  key: u32 hash, u32 len, char bytes[128]  (immutable once published;
  *                    hash: keys.c THE KEY HASH; bytes zero beyond len)
- *   160 u32 holder_pid, 164 u32 reserved  (informational, written after acquire)
+ *   160 u32 holder_pid (informational, written after acquire)
+ *   164 u32 wake_needed  1: a sleeper may need the next release's wake; set
+ *                    by waiters and by contended acquisitions, cleared by
+ *                    the release that wakes one (slot.c, WAITING).  On the
+ *                    line the holder writes anyway, not the pair's.
  *   168 u64 holder_client_id (informational)
  *   176 u64 counters[10]: acquisitions, contended, expiries_taken, deaths,
  *                        renewals, renew_failed, releases, release_failed,
@@ -187,8 +191,10 @@
  * readiness (ready_boot) and the buffers' sums; 4 doubled the client entry
  * for the life word (life.c); 5 changed the key hash (keys.c, THE KEY HASH:
  * eight bytes at a time instead of FNV-1a byte by byte), so this build would
- * not find the keys of a format-4 index. */
-#define FL__FORMAT_VERSION 5u
+ * not find the keys of a format-4 index; 6 added the slot's wake_needed (a
+ * format-5 library would neither set nor clear it, and a release of this one
+ * would wake nobody for that library's sleepers). */
+#define FL__FORMAT_VERSION 6u
 #define FL__BYTE_ORDER_MARK 0x01020304u
 #define FL__HEADER_SIZE 4096u
 #define FL__SLOT_SIZE 320u
@@ -275,7 +281,7 @@ struct fl__slot {
     _Atomic uint32_t waiters;
     struct fl__key key;
     _Atomic uint32_t holder_pid;
-    uint32_t reserved0;
+    _Atomic uint32_t wake_needed;
     _Atomic uint64_t holder_client_id;
     _Atomic uint64_t counters[FL__C_COUNT];
     _Atomic uint64_t last_stale_token;
@@ -422,6 +428,7 @@ struct fl__event {
 _Static_assert(sizeof(struct fl__key) == 136, "key layout");
 _Static_assert(offsetof(struct fl__slot, wake_seq) == 16, "slot layout");
 _Static_assert(offsetof(struct fl__slot, holder_pid) == 160, "slot layout");
+_Static_assert(offsetof(struct fl__slot, wake_needed) == 164, "slot layout");
 _Static_assert(offsetof(struct fl__slot, holder_client_id) == 168, "slot layout");
 _Static_assert(offsetof(struct fl__slot, counters) == 176, "slot layout");
 _Static_assert(offsetof(struct fl__slot, key) == 24, "slot layout");

@@ -48,24 +48,39 @@
  * held, then freed, once), so an unchanged state word proves the lease word
  * belongs to it.
  *
- * WAITING (the futex word wake_seq, the count `waiters`)
- *   waiter:   seq = wake_seq; waiters++ (seq_cst); re-read the pair;
- *             still held -> futex_wait(wake_seq, seq, min(deadline, timeout));
+ * WAITING (the futex word wake_seq, the count `waiters`, the flag
+ * wake_needed)
+ *   waiter:   seq = wake_seq; waiters++; wake_needed = 1 (both seq_cst);
+ *             re-read the pair; still held ->
+ *             futex_wait(wake_seq, seq, min(deadline, timeout));
  *             waiters--; look again.  A wait that ends without the lock
- *             (timeout, cancel) passes the wake on: lock free -> wake one.
- *   releaser: CAS the pair (seq_cst); if waiters > 0:
- *             wake_seq++; futex_wake(1)
+ *             (timeout, cancel) passes the wake on (fl__pass_wake_on).
+ *   releaser: CAS the pair (seq_cst); if wake_needed and exchanging it
+ *             with 0 gives 1, and waiters > 0: wake_seq++; futex_wake(1)
+ *             (fl__release_wake).
+ *   acquirer: a contended acquisition (it saw the key held, and may have
+ *             been woken by the release that cleared wake_needed): after
+ *             its CAS, if waiters > 0, wake_needed = 1 (fl__arm_wake), so
+ *             that its own release wakes the next sleeper.
  *   Either the waiter's re-read sees the release, or the releaser's read of
- *   `waiters` sees the waiter (each side's write is ordered before its
- *   seq_cst read, also on aarch64: docs/memory-orders.md; Dekker), and the
- *   bumped wake_seq makes a late futex_wait return at once: no lost wakeup.
- *   A release wakes one sleeper, not all (no thundering herd: with 64
- *   processes on a key, waking all made 63 of them run, look and sleep
- *   again at every release).  The one woken either takes the lock, whose
- *   release wakes the next; or finds it taken by a process that came
- *   without sleeping, whose release wakes the next; or ends its wait
- *   without the lock and passes the wake on (fl__pass_wake_on) if the lock
- *   is free (I6).  One woken and then killed before it took the lock:
+ *   wake_needed sees the waiter's 1 (each side's write is ordered before
+ *   its seq_cst read, also on aarch64: docs/memory-orders.md; Dekker), and
+ *   the bumped wake_seq makes a late futex_wait return at once: no lost
+ *   wakeup.  A release wakes one sleeper, not all (no thundering herd:
+ *   with 64 processes on a key, waking all made 63 of them run, look and
+ *   sleep again at every release), and only if no sleeper has been woken
+ *   since the last one asked: while a woken waiter is on its way to the
+ *   lock, the releases of processes that took the key meanwhile without
+ *   sleeping wake nobody more (each such wake made one more process run,
+ *   look, find the key held and sleep again).  The one woken either takes
+ *   the lock and sets wake_needed again, so its release wakes the next;
+ *   or finds it taken by a process that came without sleeping and sleeps
+ *   again, setting wake_needed, so that holder's release wakes one; or ends
+ *   its wait without the lock and passes the wake on (fl__pass_wake_on:
+ *   wake_needed set again, and a wake now if the lock is free) (I6).
+ *   A stale 1 (its sleeper found the key free and took it) costs one
+ *   release a wake of nobody (none at all when waiters is 0).  One woken
+ *   and then killed before it took the lock:
  *   fencelockd wakes every sleeper of every key when it reaps a process
  *   (fl__slots_wake_sleepers, wake-all, as it wakes for a releaser killed
  *   between its CAS and its wake); unregistered, or stopped (SIGSTOP)
@@ -205,11 +220,14 @@ static inline void fl__count_held(struct fl__slot *sl, enum fl__lock_counter c)
 #define FL__SLOT_KEY(sl) \
     (int)((sl)->key.len < FL_KEY_MAX ? (sl)->key.len : FL_KEY_MAX), (sl)->key.bytes
 
-/* Wake `count` sleepers of the key (1: a release, or a waiter passing a
- * wake on; INT_MAX: the supervisor's wakes, WAITING), if it has any. */
+/* Wake `count` sleepers of the key (1: fl__release_wake; INT_MAX: the
+ * supervisor's wakes and a free of a dead holder's lock, WAITING), if it
+ * has any. */
 static void fl__wake_sleepers(struct fl__slot *sl, int count)
 {
-    /* seq_cst: the Dekker read after our pair CAS (see WAITING) */
+    /* seq_cst: the Dekker read after our pair CAS (see WAITING); for
+     * fl__release_wake, a sleeper whose wake_needed we took incremented
+     * waiters before it stored that 1 */
     if (atomic_load(&sl->waiters) == 0)
         return;
     /* release: a woken waiter that sees the new seq also sees the release */
@@ -217,24 +235,49 @@ static void fl__wake_sleepers(struct fl__slot *sl, int count)
     fl__futex_wake(&sl->wake_seq, count);
 }
 
-static void fl__wake_one(struct fl__slot *sl) { fl__wake_sleepers(sl, 1); }
-
 static void fl__wake_all(struct fl__slot *sl) { fl__wake_sleepers(sl, INT_MAX); }
 
+/* After a release CAS (or a wait passing a wake on): wake one sleeper if
+ * one asked since the last such wake (WAITING).  The load first: an
+ * uncontended release reads the flag, 0, and makes no locked instruction.
+ * Stopped or killed between the exchange and the wake: as between a
+ * release CAS and its wake (fl__shm_release). */
+static void fl__release_wake(struct fl__slot *sl)
+{
+    /* seq_cst: the Dekker read after our pair CAS, against the waiter's
+     * store of 1 before its re-read of the pair (WAITING) */
+    if (atomic_load(&sl->wake_needed) && atomic_exchange(&sl->wake_needed, 0))
+        fl__wake_sleepers(sl, 1);
+}
+
+/* Sleepers are left whose wake_needed may have been taken by the wake
+ * that reached us: the next release must wake one of them (WAITING).
+ * Stopped forever here, holding the key: they sleep until its deadline
+ * (I4); killed: fencelockd's reap wakes them all. */
+static void fl__arm_wake(struct fl__slot *sl)
+{
+    /* seq_cst, both: slow path only, and the model's sequentially
+     * consistent view of it needs no further argument */
+    if (atomic_load(&sl->waiters) > 0)
+        atomic_store(&sl->wake_needed, 1);
+}
+
 /* A wait that ends without the lock (timeout, cancel) may have absorbed the
- * one wake a release sent: when the lock is free, pass it on to the next
- * sleeper, who would otherwise sleep on a free lock until the deadline it
- * saw (I6).  When the lock is held its holder's release wakes one.
+ * one wake a release sent, and the wake_needed that release cleared: set it
+ * again, so that a holder's release wakes the next sleeper, and when the
+ * lock is free wake one now; otherwise they would sleep on until the
+ * deadline they saw (I6).
  * Stopped right before this: the others sleep until the deadline they saw
  * (I4).  Killed: fencelockd wakes every sleeper of the key when it reaps us
  * (fl__slots_wake_sleepers); unregistered, the same deadline bound. */
 static void fl__pass_wake_on(struct fl__slot *sl)
 {
-    /* seq_cst: ordered after our waiters decrement and before the read of
-     * waiters in fl__wake_sleepers; a new waiter increments waiters before
-     * it reads the pair, so either it sees the lock free or we see it */
+    fl__arm_wake(sl);
+    /* seq_cst: after our store of wake_needed, against a holder's release
+     * CAS and its read of wake_needed: either we see the lock free, or its
+     * release sees our 1 */
     if (!(atomic_load(&sl->pair.state) & FL__HELD))
-        fl__wake_one(sl);
+        fl__release_wake(sl);
 }
 
 /* The calling thread's id, cached: identifies the acquiring thread in
@@ -280,7 +323,8 @@ static int fl__wait_for_change(fl_region *r, struct fl__slot *sl, uint64_t s, ui
         atomic_store(&cancel->sleeping_on, &sl->wake_seq);
     /* acquire: pairs with the releaser's release increment */
     uint32_t seq = atomic_load_explicit(&sl->wake_seq, memory_order_acquire);
-    atomic_fetch_add(&sl->waiters, 1); /* seq_cst: Dekker with fl__wake_sleepers */
+    atomic_fetch_add(&sl->waiters, 1); /* seq_cst: read by fl__wake_sleepers */
+    atomic_store(&sl->wake_needed, 1);  /* seq_cst: Dekker with fl__release_wake */
     uint64_t s2 = atomic_load(&sl->pair.state);
     uint64_t l2 = atomic_load(&sl->pair.lease);
     int rc = 0;
@@ -428,11 +472,12 @@ int fl__shm_acquire_key(fl_region *r, const fl_key *k, uint64_t lease_ns, int64_
     return fl__acquire_slot(r, k->slot, lease_ns, timeout_ns, cancel, lease);
 }
 
-/* The acquisition proper, of slot idx (published, < the slots in use). */
-static int fl__acquire_slot(fl_region *r, uint32_t idx, uint64_t lease_ns, int64_t timeout_ns,
-                            fl_cancel *cancel, fl_lease *lease)
+/* The acquisition proper, of slot idx (published, < the slots in use);
+ * *waited: it went to wait at least once (fl__acquire_slot). */
+static inline __attribute__((always_inline)) int
+fl__acquire_loop(fl_region *r, struct fl__slot *sl, uint32_t idx, uint64_t lease_ns,
+                 int64_t timeout_ns, fl_cancel *cancel, fl_lease *lease, bool *waited)
 {
-    struct fl__slot *sl = fl__slot_at(r, idx);
     int err;
 
     /* One clock read per attempt; the wait deadline needs one more, only
@@ -480,13 +525,12 @@ static int fl__acquire_slot(fl_region *r, uint32_t idx, uint64_t lease_ns, int64
                         fl__spin_until_changed(sl, s))
                         continue;
                 }
+                *waited = true;
                 err = fl__wait_for_change(r, sl, s, l, wait_until, cancel);
                 if (err == FL__WAIT_HOLDER_DIED) {
                     fl__free_dead(r, sl, idx, s, l);
                     continue;
                 }
-                if (err)
-                    fl__pass_wake_on(sl);
                 if (err == -ECANCELED)
                     return fl__fail(err, "wait for key \"%.*s\" cancelled", FL__SLOT_KEY(sl));
                 if (err) {
@@ -526,6 +570,8 @@ static int fl__acquire_slot(fl_region *r, uint32_t idx, uint64_t lease_ns, int64
             return err;
         if (!fl__pair_cas(&sl->pair, &s, &l, next << FL__TOKEN_SHIFT | FL__HELD, nl))
             continue; /* somebody else moved first: no token consumed */
+        if (contended) /* we may have been woken by the wake that cleared it */
+            fl__arm_wake(sl);
         /* relaxed: informational fields for the status tool; stored only
          * when they change, so a process re-taking its own lock writes nothing */
         if (atomic_load_explicit(&sl->holder_pid, memory_order_relaxed) != r->pid)
@@ -560,6 +606,23 @@ static int fl__acquire_slot(fl_region *r, uint32_t idx, uint64_t lease_ns, int64
                             .flags = flags};
         return 0;
     }
+}
+
+/* Every acquisition that waited and returns without the key passes the wake
+ * on (fl__pass_wake_on): it may have been woken by a release's one wake,
+ * and then given up at its next look: the caller's deadline passed, a
+ * cancel came, or the lease cannot be made (-EOVERFLOW), while another
+ * process holds the key again or the key is free.  The model's wait given
+ * up after its futex returned is this, after one more read of the pair. */
+static int fl__acquire_slot(fl_region *r, uint32_t idx, uint64_t lease_ns, int64_t timeout_ns,
+                            fl_cancel *cancel, fl_lease *lease)
+{
+    struct fl__slot *sl = fl__slot_at(r, idx);
+    bool waited = false;
+    int err = fl__acquire_loop(r, sl, idx, lease_ns, timeout_ns, cancel, lease, &waited);
+    if (__builtin_expect(err != 0, 0) && waited)
+        fl__pass_wake_on(sl);
+    return err;
 }
 
 int fl_cancel_new(fl_cancel **out)
@@ -709,7 +772,7 @@ int fl__shm_release(fl_region *r, const fl_lease *lease)
              * the sleepers when it reaps us (fl__slots_wake_sleepers).
              * Stopped here, or unregistered: they wake at the deadline they
              * saw (I4). */
-            fl__wake_one(sl);
+            fl__release_wake(sl);
             return 0;
         }
     }
@@ -820,9 +883,11 @@ uint32_t fl__slots_void_all(fl_region *r, fl__freed_fn fn, void *ctx)
     struct fl__keytab t;
     fl__keytab_locks(r, &t);
     uint32_t used = fl__keytab_used(&t);
-    for (uint32_t i = 0; i < used; i++)
+    for (uint32_t i = 0; i < used; i++) {
         /* relaxed: nobody else runs on the region yet */
         atomic_store_explicit(&fl__slot_at(r, i)->waiters, 0, memory_order_relaxed);
+        atomic_store_explicit(&fl__slot_at(r, i)->wake_needed, 0, memory_order_relaxed);
+    }
     return voided;
 }
 

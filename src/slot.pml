@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * slot.pml - a Promela model of the lock-slot protocol of src/slot.c: the
- * pair CAS, waiting on wake_seq, expiry takeover and the supervisor's reap.
+ * pair CAS, waiting on wake_seq (and the wake_needed flag), expiry takeover
+ * and the supervisor's reap.
  * tests/model checks it with spin (ctest -R model_slot); README there.
  *
  * C-VERSION: the line after this comment names the blobs of src/slot.c and
@@ -22,18 +23,23 @@
  *             retry until the two state loads agree.
  *   acquire   load; read the clock; held and not expired: the first time,
  *             spin on the state word (changed: look again); then
- *             fl__wait_for_change: seq = wake_seq; waiters++; load state,
- *             load lease; both unchanged: futex_wait(wake_seq, seq, until
- *             the deadline of the lease seen); waiters--; look again.
+ *             fl__wait_for_change: seq = wake_seq; waiters++;
+ *             wake_needed = 1; load state, load lease; both unchanged:
+ *             futex_wait(wake_seq, seq, until the deadline of the lease
+ *             seen); waiters--; look again.
  *             Free or expired: load token_floor; next = max(token + 1,
  *             floor); CAS from the pair loaded to held(next, me, now +
- *             lease); failed: look again from a fresh load.
+ *             lease); failed: look again from a fresh load.  Succeeded
+ *             after seeing the key held (contended): fl__arm_wake: load
+ *             waiters; > 0: wake_needed = 1.
  *   renew     load; loop: read the clock; not held(mine) or expired:
  *             -ESTALE; CAS (s, l) -> (s, owner | now + lease); failed: loop
  *             with the pair the CAS handed back.
  *   release   load; loop: not held(mine): -ESTALE; CAS -> free(T, 0);
- *             failed: loop with the pair handed back; then fl__wake_one:
- *             load waiters; > 0: wake_seq++, futex_wake(1).
+ *             failed: loop with the pair handed back; then
+ *             fl__release_wake: load wake_needed; 1: exchange it with 0;
+ *             got 1: fl__wake_one (load waiters; > 0: wake_seq++,
+ *             futex_wake(1)).
  *   check     load; read the clock; OK iff held(mine) and now < deadline.
  *   reap      fencelockd, fl__slots_reap_client for a dead client: load;
  *             while held by it: CAS -> free(T, FREED_BY_DEATH), then
@@ -42,8 +48,14 @@
  *             fl__slots_wake_sleepers: fl__wake_all on the slot whether or
  *             not it was freed (one key: the model's slot).
  *   give up   a wait ended by the caller's timeout, after waiters--:
- *             fl__pass_wake_on: load state; free: fl__wake_one (it may
- *             have absorbed the one wake of a release).
+ *             fl__pass_wake_on: fl__arm_wake; load state; free:
+ *             fl__release_wake (it may have absorbed the one wake of a
+ *             release, and the wake_needed it cleared).  In C an
+ *             acquisition that waited and returns at its next look (its
+ *             deadline passed or a cancel came while the key is held
+ *             again) passes the wake on the same way (fl__acquire_slot):
+ *             the model's give-up after the futex returned, after one more
+ *             read of the pair.
  *   futex     futex_wait compares the word and queues the caller in one
  *             step; it returns when futex_wake dequeues it, at its absolute
  *             deadline, or by the caller's own timeout or a signal.
@@ -176,6 +188,13 @@
  *   BUG_NO_PASS_ON    a wait ended by a timeout does not pass the wake on:
  *                     it absorbed the one wake of a release, and the other
  *                     waiters sleep on a free lock (I6).
+ *   BUG_NO_ARM        a contended acquisition does not set wake_needed
+ *                     again: the release that woke it cleared the flag, so
+ *                     its own release wakes nobody and the other waiters
+ *                     sleep on a free lock (I6).
+ *   BUG_PASS_NO_ARM   a wait given up while another holds the key does not
+ *                     set wake_needed: that holder's release wakes nobody
+ *                     (I6).
  *   BUG_REAP_WAKE_NONE the supervisor frees a dead holder's lock but wakes
  *                     nobody: with wake-one releases, a waiter woken and
  *                     then killed takes the wake with it (I5, I6).
@@ -230,7 +249,7 @@
  * unchanged for x86-64, and added aarch64's CAS (casp or ldaxp/stlxp, with
  * the same contract): no step of the model changed, only where the code
  * lives. */
-/* C-VERSION: src/slot.c git-blob ea117c7fc77e39e8f12a1fe3a00c5599af533fea,
+/* C-VERSION: src/slot.c git-blob 08adb39f6a10c14b19ebfb078a27c30448281729,
  *            src/arch/pair.h git-blob 45e7522c2cfac30b62696ad91b30a8c876593ed4 */
 
 #ifndef NC
@@ -291,6 +310,7 @@ byte st = 0;          /* state word */
 byte lw = 0;          /* lease word */
 byte wake_seq = 0;    /* futex word */
 byte waiters = 0;
+bit wneed = 0;        /* wake_needed: a sleeper may need a release's wake */
 #ifdef KEY2
 bool asleep[NC + 2];  /* the futex wait queues: clients on wake_seq, and
                        * key 2's waiter (NC + 1) on wake2 */
@@ -503,7 +523,8 @@ byte wake2 = 0;                /* key 2's futex word */
 #endif
 
 /* fl__wake_sleepers: read waiters; if any, bump wake_seq and wake one
- * (a release, a waiter passing a wake on) or all (the supervisor). */
+ * (fl__release_wake, when it cleared wake_needed) or all (the supervisor,
+ * a waiter that freed a dead holder's lock). */
 /* futex_wake(1): one sleeper, any of them (the kernel's order is FIFO by
  * priority; any is the stronger check) */
 #define FUTEX_WAKE_ONE \
@@ -523,6 +544,25 @@ byte wake2 = 0;                /* key 2's futex word */
     :: waiters > 0 -> \
        wake_seq++; \
        FUTEX_WAKE_ONE \
+    :: else -> skip \
+    fi
+/* fl__release_wake (a release, a waiter passing a wake on): wake one only
+ * if a sleeper asked for it since the last such wake.  wx: a local. */
+#define RELEASE_WAKE \
+    if \
+    :: wneed -> \
+       atomic { wx = wneed; wneed = 0 }; \
+       if \
+       :: wx -> wx = false; WAKE_ONE \
+       :: else -> skip \
+       fi \
+    :: else -> skip \
+    fi
+/* fl__arm_wake: sleepers left (a contended acquisition, whose wake may have
+ * cleared wake_needed; a wait given up): the next release must wake one. */
+#define ARM_WAKE \
+    if \
+    :: waiters > 0 -> wneed = 1 \
     :: else -> skip \
     fi
 #ifdef BUG_REAP_WAKE_NONE
@@ -634,7 +674,7 @@ end_idle:
 proctype client(byte me)
 {
     byte s, l, n, next, seq, until, mytok, lt, xj, hz, round;
-    bool spun, gaveup, ok, pl_ok;
+    bool spun, gaveup, ok, pl_ok, cont, wx;
 #ifdef LIFE
     byte h, lv;
     bool dead;
@@ -673,6 +713,7 @@ proctype client(byte me)
            if
            :: HELD(s) && n < DL(l) ->
               n = 0;
+              cont = true;
               if
               :: !spun && st != s ->
                  spun = true              /* fl__spin_until_changed saw it */
@@ -682,6 +723,7 @@ proctype client(byte me)
                  seq = wake_seq;
 #ifndef BUG_WAITERS_LATE
                  waiters++;
+                 wneed = 1;
 #endif
                  if
                  :: st == s ->
@@ -689,6 +731,7 @@ proctype client(byte me)
                     :: lw == l ->
 #ifdef BUG_WAITERS_LATE
                        waiters++;
+                       wneed = 1;
 #endif
                        until = DL(l);
 #ifdef LIFE
@@ -755,12 +798,12 @@ proctype client(byte me)
 #endif
                     :: else
 #ifdef BUG_WAITERS_LATE
-                       -> waiters++
+                       -> waiters++; wneed = 1
 #endif
                     fi
                  :: else
 #ifdef BUG_WAITERS_LATE
-                    -> waiters++
+                    -> waiters++; wneed = 1
 #endif
                  fi;
 #ifdef LIFE
@@ -796,13 +839,18 @@ proctype client(byte me)
                  :: gaveup ->
 #ifndef BUG_NO_PASS_ON
                     /* fl__pass_wake_on: this wait may have absorbed the
-                     * one wake of a release; the lock free: wake one */
+                     * one wake of a release and cleared wake_needed: set
+                     * it again for the holder's release; the lock free:
+                     * wake one now */
+#ifndef BUG_PASS_NO_ARM
+                    ARM_WAKE;
+#endif
                     if
-                    :: !HELD(st) -> WAKE_ONE
+                    :: !HELD(st) -> RELEASE_WAKE
                     :: else -> skip
                     fi;
 #endif
-                    spun = false; break   /* -ETIMEDOUT */
+                    spun = false; cont = false; break   /* -ETIMEDOUT */
                  :: else -> skip
                  fi
               fi
@@ -863,7 +911,15 @@ stale_retry:  skip;
 #endif
               n = 0;
               if
-              :: ok -> ok = false; spun = false; break
+              :: ok ->
+                 ok = false; spun = false;
+#ifndef BUG_NO_ARM
+                 if
+                 :: cont -> ARM_WAKE      /* fl__arm_wake */
+                 :: else -> skip
+                 fi;
+#endif
+                 cont = false; break
               :: else -> skip
               fi
            fi
@@ -937,7 +993,7 @@ stale_retry:  skip;
                      fi
                  };
                  if
-                 :: ok -> ok = false; WAKE_ONE; break
+                 :: ok -> ok = false; RELEASE_WAKE; break
                  :: else -> skip
                  fi
               od;
@@ -955,7 +1011,7 @@ stale_retry:  skip;
         d_step { killed[me] ->      /* its locals no longer matter */
             s = 0; l = 0; n = 0; next = 0; seq = 0; until = 0; mytok = 0;
             lt = 0; xj = 0; hz = 0; round = 0; spun = false; gaveup = false;
-            ok = false; asleep[me] = false
+            ok = false; cont = false; wx = false; asleep[me] = false
 #ifdef LIFE
             ; h = 0; lv = 0; dead = false; lsleep[me] = 0
 #endif

@@ -149,7 +149,7 @@ static void test_fresh_region(void **state)
     assert_contains(out, want);
     snprintf(want, sizeof want, "Supervisor:   pid %d, running\n", (int)d.pid);
     assert_contains(out, want);
-    assert_contains(out, "Format:       version 5, ");
+    assert_contains(out, "Format:       version 6, ");
     assert_contains(out, "(this boot)");
     assert_contains(out, "Tokens:       epoch 1, floor ");
     assert_contains(out, "Locks:        0 of 4096 keys in use\n");
@@ -170,7 +170,7 @@ static void test_fresh_region(void **state)
     assert_json(json, u64s((uint64_t)d.pid), "d['region']['supervisor_pid']");
     assert_json(json, "true", "d['region']['supervisor_alive']");
     assert_json(json, "true", "d['region']['same_boot']");
-    assert_json(json, "5", "d['region']['format_version']");
+    assert_json(json, "6", "d['region']['format_version']");
     assert_json(json, "4096", "d['region']['lock_capacity']");
     assert_json(json, "0", "d['region']['locks_used']");
     assert_json(json, "1024", "d['region']['client_capacity']");

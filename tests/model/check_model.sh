@@ -21,7 +21,14 @@
 #
 # Exit status: 0 passed, 1 failed, 77 spin or gcc missing (ctest: skipped).
 # FL_MODEL_KEEP=1 keeps the work directory (pan.c, the trail) for study.
+# FL_MODEL_MEMLIM=MB bounds pan's memory (default 2048); a search that
+# reaches the bound is incomplete, hence a failure.
 set -euo pipefail
+memlim=${FL_MODEL_MEMLIM:-2048}
+[[ $memlim =~ ^[1-9][0-9]{0,6}$ ]] || {
+  echo "FL_MODEL_MEMLIM must be a number of megabytes, not '$memlim'" >&2
+  exit 1
+}
 
 mode=safety
 kind=safety
@@ -83,7 +90,7 @@ verify() {
   shift 2
   rm -f pan pan.* ./*.trail
   spin -a "$@" "$model" >spin.out 2>&1 || { cat spin.out; return 3; }
-  local cflags=(-w "$opt" -DCOLLAPSE -DMEMLIM=2048)
+  local cflags=(-w "$opt" -DCOLLAPSE -DMEMLIM="$memlim")
   local runflags=(-m20000 -n)
   if [ "$kind" = np ]; then
     cflags+=(-DNP)

@@ -179,15 +179,15 @@ static void test_wrong_version(void **state)
     expect_version_refused(p, 99);
 }
 
-/* I9: the format before this one (5 hashes keys eight bytes at a time; a
- * format-4 index holds FNV-1a hashes this build would not find, in a file
- * of the same layout otherwise) */
+/* I9: the format before this one (6 added the slot's wake_needed; a
+ * format-5 file has the same layout otherwise, but its library would never
+ * set the flag, and this one's releases would not wake its sleepers) */
 static void test_previous_version(void **state)
 {
     (void)state;
     char p[512];
-    snprintf(p, sizeof p, "%s", th_path("version4.region"));
-    assert_int_equal(FL__FORMAT_VERSION, 5);
+    snprintf(p, sizeof p, "%s", th_path("version5.region"));
+    assert_int_equal(FL__FORMAT_VERSION, 6);
     expect_version_refused(p, FL__FORMAT_VERSION - 1);
 }
 
