@@ -13,6 +13,8 @@
  * I6, I7: a release wakes one sleeper, not all, and the wakes chain on.
  * I4: a woken waiter stopped before it looks holds the one wake; the other
  * waiter gets the key by the deadline it saw.
+ * I6: a woken waiter that gives up at its next look, the key held again by
+ * a process that never slept, leaves that holder's release a wake to send.
  */
 #include <errno.h>
 #include <signal.h>
@@ -319,8 +321,13 @@ static void test_release_wakes_one(void **state)
     th_daemon_stop(&d, SIGTERM);
 }
 
+/* The traced waiter's timeout (set before it is forked). */
+static int64_t traced_timeout = FL_WAIT_FOREVER;
+
 /* The waiter of test_woken_waiter_stopped: opens the region, lets the test
- * trace it, then waits for the key and reports "r RC TOKEN T_END". */
+ * trace it, then waits for the key (traced_timeout) and reports "r RC TOKEN
+ * T_END"; when told "rel", releases the key if it got it, and exits (not
+ * before: fencelockd wakes every sleeper when a client goes). */
 static int traced_waiter(void *arg, int in, int out)
 {
     fl_region *r = NULL;
@@ -329,12 +336,16 @@ static int traced_waiter(void *arg, int in, int out)
     if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) != 0 || raise(SIGSTOP) != 0)
         return 2;
     fl_lease l = {0};
-    int rc = fl_acquire(r, "stop/key", LONG_LEASE, FL_WAIT_FOREVER, &l);
+    int rc = fl_acquire(r, "stop/key", LONG_LEASE, traced_timeout, &l);
     dprintf(out, "r %d %llu %llu\n", rc, (unsigned long long)l.token,
             (unsigned long long)th_now_ns());
     char line[64];
     if (th_recv(in, line, sizeof line, 60000) != 0) /* "rel" */
         return 3;
+    if (rc != 0) {
+        fl_close(r);
+        return 0;
+    }
     rc = fl_release(r, &l);
     fl_close(r);
     return rc == 0 ? 0 : 4;
@@ -353,6 +364,53 @@ static struct __ptrace_syscall_info next_syscall_stop(pid_t pid)
     if (WSTOPSIG(st) == (SIGTRAP | 0x80))
         assert_true(ptrace(PTRACE_GET_SYSCALL_INFO, pid, sizeof si, &si) > 0);
     return si;
+}
+
+/* Start traced_waiter as W0 and let it into its futex sleep on stop/key
+ * (held by another agent), traced: its next stop is the sleep's return.
+ * Returns the time at which it was seen entering the sleep (after its
+ * acquisition read the clock for its timeout). */
+static uint64_t start_traced_sleeper(th_child *W0, const char *region, fl_region *ro)
+{
+    assert_int_equal(th_child_start(W0, traced_waiter, (void *)region), 0);
+    ag_track_foreign(W0->pid);
+    int st;
+    assert_int_equal(waitpid(W0->pid, &st, 0), W0->pid);
+    assert_true(WIFSTOPPED(st) && WSTOPSIG(st) == SIGSTOP);
+    assert_int_equal(ptrace(PTRACE_SETOPTIONS, W0->pid, NULL,
+                            (void *)(long)(PTRACE_O_TRACESYSGOOD | PTRACE_O_EXITKILL)),
+                     0);
+    /* to the entry of its futex sleep on the key: futex_waitv on the key's
+     * word and the holder's life word (src/life.c), or FUTEX_WAIT_BITSET on
+     * the key's word alone where the kernel has no futex_waitv */
+    for (;;) {
+        struct __ptrace_syscall_info si = next_syscall_stop(W0->pid);
+        if (si.op == PTRACE_SYSCALL_INFO_ENTRY &&
+            ((si.entry.nr == SYS_futex &&
+              (si.entry.args[1] & FUTEX_CMD_MASK) == FUTEX_WAIT_BITSET) ||
+             si.entry.nr == TEST_SYS_FUTEX_WAITV))
+            break;
+    }
+    uint64_t entered = th_now_ns();
+    /* into it: the next stop is its return, when something wakes it */
+    assert_int_equal(ptrace(PTRACE_SYSCALL, W0->pid, NULL, NULL), 0);
+    assert_true(ag_wait_waiters(ro, "stop/key", 1, 20000));
+    assert_true(ag_wait_sleeping(W0->pid, 20000));
+    return entered;
+}
+
+/* The traced W0 stops at its futex sleep's return: woken, not timed out or
+ * interrupted (futex_waitv: woken through its first word, the key's). */
+static void expect_woken(pid_t pid)
+{
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFSTOPPED(st) && WSTOPSIG(st) == (SIGTRAP | 0x80));
+    struct __ptrace_syscall_info si;
+    memset(&si, 0, sizeof si);
+    assert_true(ptrace(PTRACE_GET_SYSCALL_INFO, pid, sizeof si, &si) > 0);
+    assert_int_equal(si.op, PTRACE_SYSCALL_INFO_EXIT);
+    assert_int_equal(si.exit.rval, 0);
 }
 
 /* I4, I6 (issue: a woken waiter stopped before it takes the lock holds the
@@ -381,29 +439,8 @@ static void test_woken_waiter_stopped(void **state)
     assert_int_equal(rh.rc, 0);
 
     th_child W0;
-    assert_int_equal(th_child_start(&W0, traced_waiter, (void *)region), 0);
-    ag_track_foreign(W0.pid);
-    int st;
-    assert_int_equal(waitpid(W0.pid, &st, 0), W0.pid);
-    assert_true(WIFSTOPPED(st) && WSTOPSIG(st) == SIGSTOP);
-    assert_int_equal(ptrace(PTRACE_SETOPTIONS, W0.pid, NULL,
-                            (void *)(long)(PTRACE_O_TRACESYSGOOD | PTRACE_O_EXITKILL)),
-                     0);
-    /* to the entry of its futex sleep on the key: futex_waitv on the key's
-     * word and the holder's life word (src/life.c), or FUTEX_WAIT_BITSET on
-     * the key's word alone where the kernel has no futex_waitv */
-    for (;;) {
-        struct __ptrace_syscall_info si = next_syscall_stop(W0.pid);
-        if (si.op == PTRACE_SYSCALL_INFO_ENTRY &&
-            ((si.entry.nr == SYS_futex &&
-              (si.entry.args[1] & FUTEX_CMD_MASK) == FUTEX_WAIT_BITSET) ||
-             si.entry.nr == TEST_SYS_FUTEX_WAITV))
-            break;
-    }
-    /* into it: the next stop is its return, when something wakes it */
-    assert_int_equal(ptrace(PTRACE_SYSCALL, W0.pid, NULL, NULL), 0);
-    assert_true(ag_wait_waiters(ro, "stop/key", 1, 20000));
-    assert_true(ag_wait_sleeping(W0.pid, 20000));
+    traced_timeout = FL_WAIT_FOREVER;
+    start_traced_sleeper(&W0, region, ro);
 
     ag_start(&W1, region);
     assert_int_equal(W1.open_rc, 0);
@@ -414,15 +451,7 @@ static void test_woken_waiter_stopped(void **state)
     ag_reply rr = ag_do(&H, "rel h");
     assert_int_equal(rr.rc, 0);
     /* the wake went to W0: it stops at the futex's return */
-    assert_int_equal(waitpid(W0.pid, &st, 0), W0.pid);
-    assert_true(WIFSTOPPED(st) && WSTOPSIG(st) == (SIGTRAP | 0x80));
-    struct __ptrace_syscall_info si;
-    memset(&si, 0, sizeof si);
-    assert_true(ptrace(PTRACE_GET_SYSCALL_INFO, W0.pid, sizeof si, &si) > 0);
-    assert_int_equal(si.op, PTRACE_SYSCALL_INFO_EXIT);
-    /* woken, not timed out or interrupted (futex_waitv: woken through its
-     * first word, the key's) */
-    assert_int_equal(si.exit.rval, 0);
+    expect_woken(W0.pid);
 
     ag_reply r1;
     assert_int_equal(ag_read(&W1, &r1, 30000), 0);
@@ -454,6 +483,85 @@ static void test_woken_waiter_stopped(void **state)
     th_daemon_stop(&d, SIGTERM);
 }
 
+/* I6 (the one-wake release's wake_needed, src/slot.c WAITING).  W0
+ * (traced, with a 2 s timeout) and then W1 (no timeout) sleep on a key held
+ * with a 60 s lease.  The release wakes W0, which the tracer holds at the
+ * futex's return.  N takes the free key without sleeping.  Once W0's
+ * timeout has passed, W0 runs on: it finds the key held by N and returns
+ * -ETIMEDOUT.  The release that woke it cleared wake_needed, and N's
+ * acquisition was not contended: W0's give-up must set it again, or N's
+ * release would wake nobody and W1 would sleep on the free key until the
+ * deadline it saw, 60 s after the start.  W1 must get the key right after
+ * N's release. */
+static void test_woken_waiter_gives_up_while_held(void **state)
+{
+    (void)state;
+#if !defined(__x86_64__)
+    skip(); /* ptrace under qemu-user: as test_woken_waiter_stopped */
+#endif
+    th_daemon d;
+    const char *region = th_path("wokengiveup.region");
+    ag_daemon_start(&d, region);
+    fl_region *ro;
+    assert_int_equal(fl_open_readonly(region, &ro), 0);
+
+    ag H, W1, N;
+    ag_start(&H, region);
+    ag_reply rh = ag_do(&H, "acq h stop/key %llu 0", (unsigned long long)LONG_LEASE);
+    assert_int_equal(rh.rc, 0);
+
+    th_child W0;
+    traced_timeout = (int64_t)AG_S(2);
+    uint64_t w0_slept = start_traced_sleeper(&W0, region, ro);
+    traced_timeout = FL_WAIT_FOREVER;
+
+    ag_start(&W1, region);
+    assert_int_equal(W1.open_rc, 0);
+    ag_send(&W1, "acq w stop/key %llu -1", (unsigned long long)LONG_LEASE);
+    assert_true(ag_wait_waiters(ro, "stop/key", 2, 20000));
+    assert_true(ag_wait_sleeping(W1.c.pid, 20000));
+
+    assert_int_equal(ag_do(&H, "rel h").rc, 0);
+    expect_woken(W0.pid); /* the one wake went to W0 (first asleep) */
+
+    ag_start(&N, region);
+    ag_reply rn = ag_do(&N, "acq n stop/key %llu 0", (unsigned long long)LONG_LEASE);
+    assert_int_equal(rn.rc, 0);
+    assert_int_equal(rn.token, rh.token + 1);
+
+    /* W0 read the clock for its timeout before it entered the sleep */
+    ag_sleep_until(w0_slept + AG_S(2) + AG_MS(100));
+    assert_int_equal(ptrace(PTRACE_DETACH, W0.pid, NULL, NULL), 0);
+    char line[128];
+    assert_int_equal(th_recv(W0.from_child, line, sizeof line, 30000), 0);
+    int rc0 = 0;
+    unsigned long long tok0 = 0, t0 = 0;
+    assert_int_equal(sscanf(line, "r %d %llu %llu", &rc0, &tok0, &t0), 3);
+    assert_int_equal(rc0, -ETIMEDOUT);
+    /* W0 stays: a client's exit makes fencelockd wake every sleeper */
+
+    ag_reply rr = ag_do(&N, "rel n");
+    assert_int_equal(rr.rc, 0);
+    ag_reply r1;
+    assert_int_equal(ag_read(&W1, &r1, 30000), 0);
+    assert_int_equal(r1.rc, 0);
+    assert_int_equal(r1.token, rh.token + 2);
+    assert_int_equal(r1.flags, 0); /* released to it, not taken over */
+    /* woken by N's release, long before the deadline it slept until */
+    assert_true(r1.t_end < rh.deadline_ns - AG_S(20));
+    print_message("W1 took the key %.3f ms after N's release\n",
+                  (double)(r1.t_end - rr.t_end) / 1e6);
+    assert_int_equal(ag_do(&W1, "rel w").rc, 0);
+    th_send(W0.to_child, "rel");
+    assert_int_equal(th_child_wait(&W0, 30000), 0);
+
+    assert_int_equal(ag_stop(&N), 0);
+    assert_int_equal(ag_stop(&W1), 0);
+    assert_int_equal(ag_stop(&H), 0);
+    fl_close(ro);
+    th_daemon_stop(&d, SIGTERM);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -463,6 +571,7 @@ int main(void)
         cmocka_unit_test_teardown(test_wait_restores_timer_slack, ag_teardown),
         cmocka_unit_test_teardown(test_release_wakes_one, ag_teardown),
         cmocka_unit_test_teardown(test_woken_waiter_stopped, ag_teardown),
+        cmocka_unit_test_teardown(test_woken_waiter_gives_up_while_held, ag_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
