@@ -303,10 +303,12 @@ FL_API void fl_close(fl_region *r);
  * timeout_ns: 0 = try once (-EBUSY if held), > 0 = wait at most that long
  *   (-ETIMEDOUT), FL_WAIT_FOREVER = no limit.  A wait sleeps on a futex and
  *   wakes on release, on the holder's death, and at the holder's deadline,
- *   when it takes the expired lease over.  While it sleeps, the calling
- *   thread's timer slack is narrowed to 1 us (so the takeover is not up to
- *   50 us late) and restored afterwards (not if a signal handler longjmps
- *   out of the wait).  Signals do not end a wait: a
+ *   when it takes the expired lease over.  From about a millisecond (plus
+ *   the thread's own timer slack) before that deadline, or before the end
+ *   of timeout_ns, the calling thread's timer slack is narrowed to 1 us (so
+ *   the takeover is not up to 50 us late) and restored afterwards (not if a
+ *   signal handler longjmps out of the wait); before that the wait sleeps
+ *   with the thread's own slack.  Signals do not end a wait: a
  *   handler runs, then the wait goes on.
  * lease: receives token, deadline, slot and flags.
  *

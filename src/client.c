@@ -10,7 +10,7 @@
  * goodbye first (fl__client_goodbye), so the supervisor's log tells a close
  * ("closed") from a death ("died") without guessing from /proc.  The connection is the
  * only system-call path of the library besides futex waits and wakes (and
- * the timer-slack prctl calls around a timed wait, wait.c).
+ * the timer-slack prctl calls of a timed wait, wait.c).
  */
 #include <fcntl.h>
 #include <stdio.h>

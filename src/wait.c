@@ -19,46 +19,26 @@
 
 #include "internal.h"
 
-/* Timer slack for sleeps that end at a deadline (ns). */
+/* Timer slack for the last stretch of a sleep that ends at a deadline (ns). */
 #define FL__WAIT_SLACK_NS 1000
+/* The last stretch: how long before its deadline a sleep narrows its timer
+ * slack (ns).  Long enough to hold the prctl calls and a wake-up, which are
+ * microseconds; a sleep that lasts to its deadline wakes once more, here. */
+#define FL__WAIT_LAST_STRETCH_NS 1000000ull
 
-int fl__futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns)
+static void fl__timespec_of(uint64_t ns, struct timespec *ts)
 {
-    struct timespec ts, *tsp = NULL;
-    if (deadline_ns) {
-        ts.tv_sec = (time_t)(deadline_ns / FL__NS_PER_S);
-        ts.tv_nsec = (long)(deadline_ns % FL__NS_PER_S);
-        tsp = &ts;
-    }
-    /* A timed sleep ends at a holder's deadline, where the waiter takes the
-     * lease over (I4): the kernel's default timer slack (50 us) would add up
-     * to that much lateness.  Narrow it for this sleep only, then restore
-     * the caller's: prctl calls on a path that is about to sleep anyway.
-     * Limits: PR_GET_TIMERSLACK answers an int, so a slack above INT_MAX
-     * reads as negative and is left alone; a signal handler that longjmps
-     * out of the sleep leaves the narrow slack behind. */
-    int slack = tsp ? prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0) : -1;
-    if (slack > FL__WAIT_SLACK_NS)
-        prctl(PR_SET_TIMERSLACK, FL__WAIT_SLACK_NS, 0, 0, 0);
-    long rc = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_BITSET, expected, tsp, NULL,
-                      FUTEX_BITSET_MATCH_ANY);
-    int saved = errno;
-    if (slack > FL__WAIT_SLACK_NS)
-        prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
-    errno = saved;
-    if (rc == 0)
-        return 0;
-    switch (errno) {
-    case EAGAIN: /* the word had already changed: a wake happened */
-        return 0;
-    case ETIMEDOUT:
-        return -ETIMEDOUT;
-    case EINTR:
-        return -EINTR;
-    default: /* EFAULT/EINVAL cannot happen on a valid mapping; re-examine */
-        return 0;
-    }
+    ts->tv_sec = (time_t)(ns / FL__NS_PER_S);
+    ts->tv_nsec = (long)(ns % FL__NS_PER_S);
 }
+
+/* What a sleep is on: one word (FUTEX_WAIT_BITSET), or two (futex_waitv,
+ * w1 non-NULL).  Shared futexes, no FUTEX_PRIVATE_FLAG: the words are in
+ * the region. */
+struct fl__sleep {
+    _Atomic uint32_t *w0, *w1;
+    uint32_t v0, v1;
+};
 
 #ifndef SYS_futex_waitv
 #define SYS_futex_waitv 449 /* the same number on x86-64 and arm64 (Linux 5.16) */
@@ -74,6 +54,85 @@ struct futex_waitv {
 };
 #endif
 
+/* One futex sleep until the absolute CLOCK_MONOTONIC time *ts (NULL: no
+ * timeout): the system call's result, its error in errno. */
+static long fl__sleep_once(const struct fl__sleep *sp, const struct timespec *ts)
+{
+    if (!sp->w1)
+        return syscall(SYS_futex, (uint32_t *)sp->w0, FUTEX_WAIT_BITSET, sp->v0, ts, NULL,
+                       FUTEX_BITSET_MATCH_ANY);
+    struct futex_waitv wv[2] = {
+        {.val = sp->v0, .uaddr = (uint64_t)(uintptr_t)sp->w0, .flags = FUTEX_32},
+        {.val = sp->v1, .uaddr = (uint64_t)(uintptr_t)sp->w1, .flags = FUTEX_32},
+    };
+    /* An absolute CLOCK_MONOTONIC deadline, read on a time namespace's clock
+     * as FUTEX_WAIT_BITSET reads it (the kernel converts both alike). */
+    return syscall(SYS_futex_waitv, wv, 2u, 0u, ts, CLOCK_MONOTONIC);
+}
+
+/* A sleep until deadline_ns (0: none), as fl__sleep_once answers.
+ *
+ * A timed sleep ends at a holder's deadline, where the waiter takes the
+ * lease over (I4): the thread's timer slack (50 us by default) would add up
+ * to that much lateness, so the sleep narrows it to 1 us.  But nearly every
+ * sleep ends with a wake long before its deadline, and a prctl call costs
+ * about a microsecond on a VM (1.2 us here): three per sleep were 3.6 us of
+ * CPU, and the restore after a wake sat on the path of every handoff.  So
+ * the sleep is in two stretches: up to the caller's slack plus the last
+ * stretch before the deadline, on the caller's own slack (the timer fires
+ * at the latest at the last stretch's start; a wake here costs nothing
+ * more); then, only if the deadline is that near, the last stretch, on the
+ * narrow slack, restored after.  The same futex values both times: a wake
+ * between the two ends the second at once (EAGAIN), none is lost.
+ * Limits: PR_GET_TIMERSLACK answers an int, so a slack above INT_MAX reads
+ * as negative and is left alone; a signal handler that longjmps out of the
+ * last stretch leaves the narrow slack behind. */
+static long fl__sleep_until(const struct fl__sleep *sp, uint64_t deadline_ns)
+{
+    if (!deadline_ns)
+        return fl__sleep_once(sp, NULL);
+    struct timespec ts;
+    int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    bool narrow = slack > FL__WAIT_SLACK_NS;
+    if (narrow) {
+        uint64_t lead = (uint64_t)slack + FL__WAIT_LAST_STRETCH_NS;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now); /* the futex's clock */
+        uint64_t now_ns = (uint64_t)now.tv_sec * FL__NS_PER_S + (uint64_t)now.tv_nsec;
+        if (deadline_ns > lead && deadline_ns - lead > now_ns) {
+            fl__timespec_of(deadline_ns - lead, &ts);
+            long rc = fl__sleep_once(sp, &ts);
+            if (rc >= 0 || errno != ETIMEDOUT)
+                return rc;
+        }
+        prctl(PR_SET_TIMERSLACK, FL__WAIT_SLACK_NS, 0, 0, 0);
+    }
+    fl__timespec_of(deadline_ns, &ts);
+    long rc = fl__sleep_once(sp, &ts);
+    int saved = errno;
+    if (narrow)
+        prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
+    errno = saved;
+    return rc;
+}
+
+int fl__futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns)
+{
+    long rc = fl__sleep_until(&(struct fl__sleep){.w0 = word, .v0 = expected}, deadline_ns);
+    if (rc == 0)
+        return 0;
+    switch (errno) {
+    case EAGAIN: /* the word had already changed: a wake happened */
+        return 0;
+    case ETIMEDOUT:
+        return -ETIMEDOUT;
+    case EINTR:
+        return -EINTR;
+    default: /* EFAULT/EINVAL cannot happen on a valid mapping; re-examine */
+        return 0;
+    }
+}
+
 /* 1 once futex_waitv answered ENOSYS in this process (an older kernel, or a
  * seccomp filter): callers sleep on their first word only from then on. */
 static _Atomic int fl__no_waitv;
@@ -86,28 +145,8 @@ bool fl__futex_waitv_available(void)
 int fl__futex_wait2(_Atomic uint32_t *w0, uint32_t v0, _Atomic uint32_t *w1, uint32_t v1,
                     uint64_t deadline_ns)
 {
-    /* shared futexes (no FUTEX_PRIVATE_FLAG): the words are in the region */
-    struct futex_waitv wv[2] = {
-        {.val = v0, .uaddr = (uint64_t)(uintptr_t)w0, .flags = FUTEX_32},
-        {.val = v1, .uaddr = (uint64_t)(uintptr_t)w1, .flags = FUTEX_32},
-    };
-    struct timespec ts, *tsp = NULL;
-    if (deadline_ns) {
-        ts.tv_sec = (time_t)(deadline_ns / FL__NS_PER_S);
-        ts.tv_nsec = (long)(deadline_ns % FL__NS_PER_S);
-        tsp = &ts;
-    }
-    /* the timer slack of fl__futex_wait, for the same reason */
-    int slack = tsp ? prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0) : -1;
-    if (slack > FL__WAIT_SLACK_NS)
-        prctl(PR_SET_TIMERSLACK, FL__WAIT_SLACK_NS, 0, 0, 0);
-    /* An absolute CLOCK_MONOTONIC deadline, read on a time namespace's clock
-     * as FUTEX_WAIT_BITSET reads it (the kernel converts both alike). */
-    long rc = syscall(SYS_futex_waitv, wv, 2u, 0u, tsp, CLOCK_MONOTONIC);
-    int saved = errno;
-    if (slack > FL__WAIT_SLACK_NS)
-        prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
-    errno = saved;
+    long rc = fl__sleep_until(&(struct fl__sleep){.w0 = w0, .v0 = v0, .w1 = w1, .v1 = v1},
+                              deadline_ns);
     if (rc >= 0)
         return 0; /* the index of the word that woke us */
     switch (errno) {

@@ -9,7 +9,7 @@
  * one waiting (FL_WAIT_FOREVER) for a stopped holder's lease to run out,
  * use at most a few clock ticks of CPU.
  * A timed sleep narrows the thread's timer slack (takeover lateness, I4)
- * and gives the caller back the slack it had.
+ * for its last stretch only, and gives the caller back the slack it had.
  * I6, I7: a release wakes one sleeper, not all, and the wakes chain on.
  * I4: a woken waiter stopped before it looks holds the one wake; the other
  * waiter gets the key by the deadline it saw.
@@ -232,6 +232,60 @@ static void test_wait_restores_timer_slack(void **state)
     fl_close(r);
     assert_int_equal(ag_do(&H, "rel h").rc, 0);
     assert_int_equal(ag_stop(&H), 0);
+    th_daemon_stop(&d, SIGTERM);
+}
+
+/* The timer slack of process pid's main thread (/proc/PID/timerslack_ns,
+ * Linux 4.6; readable by its parent). */
+static long timer_slack_of(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/timerslack_ns", (int)pid);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    long v = -1;
+    assert_int_equal(fscanf(f, "%ld", &v), 1);
+    fclose(f);
+    return v;
+}
+
+/* A sleep far from its deadline keeps the caller's timer slack: only its
+ * last stretch, a millisecond before the deadline, narrows it (wait.c).  So
+ * a sleep that a release ends makes no prctl call after the wake, where it
+ * would delay every handoff by a system call.  The waiter sleeps on a key
+ * held with a 60 s lease; while it sleeps, and after it has the key, its
+ * slack is what it was. */
+static void test_far_sleep_keeps_timer_slack(void **state)
+{
+    (void)state;
+    th_daemon d;
+    const char *region = th_path("farslack.region");
+    ag_daemon_start(&d, region);
+    fl_region *ro;
+    assert_int_equal(fl_open_readonly(region, &ro), 0);
+    ag H, W;
+    ag_start(&H, region);
+    ag_start(&W, region);
+    assert_int_equal(W.open_rc, 0);
+    assert_int_equal(ag_do(&H, "acq h far/key %llu 0", (unsigned long long)LONG_LEASE).rc, 0);
+
+    long before = timer_slack_of(W.c.pid);
+    assert_true(before > 1000); /* the default 50 us: there is something to narrow */
+    ag_send(&W, "acq w far/key %llu -1", (unsigned long long)LONG_LEASE);
+    assert_true(ag_wait_waiters(ro, "far/key", 1, 20000));
+    assert_true(ag_wait_sleeping(W.c.pid, 20000));
+    assert_int_equal(timer_slack_of(W.c.pid), before);
+
+    assert_int_equal(ag_do(&H, "rel h").rc, 0);
+    ag_reply r;
+    ag *one[1] = {&W};
+    assert_int_equal(ag_read_any(one, 1, &r, 30000), 0);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(timer_slack_of(W.c.pid), before);
+    assert_int_equal(ag_do(&W, "rel w").rc, 0);
+    assert_int_equal(ag_stop(&W), 0);
+    assert_int_equal(ag_stop(&H), 0);
+    fl_close(ro);
     th_daemon_stop(&d, SIGTERM);
 }
 
@@ -569,6 +623,7 @@ int main(void)
         cmocka_unit_test_teardown(test_timeout_and_signal_do_not_strand_others, ag_teardown),
         cmocka_unit_test_teardown(test_waiter_uses_no_cpu, ag_teardown),
         cmocka_unit_test_teardown(test_wait_restores_timer_slack, ag_teardown),
+        cmocka_unit_test_teardown(test_far_sleep_keeps_timer_slack, ag_teardown),
         cmocka_unit_test_teardown(test_release_wakes_one, ag_teardown),
         cmocka_unit_test_teardown(test_woken_waiter_stopped, ag_teardown),
         cmocka_unit_test_teardown(test_woken_waiter_gives_up_while_held, ag_teardown),
