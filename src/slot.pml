@@ -249,7 +249,7 @@
  * unchanged for x86-64, and added aarch64's CAS (casp or ldaxp/stlxp, with
  * the same contract): no step of the model changed, only where the code
  * lives. */
-/* C-VERSION: src/slot.c git-blob 08adb39f6a10c14b19ebfb078a27c30448281729,
+/* C-VERSION: src/slot.c git-blob 1f591c4b8a66433c7a07b335ed21f1326fe9e233,
  *            src/arch/pair.h git-blob 45e7522c2cfac30b62696ad91b30a8c876593ed4 */
 
 #ifndef NC

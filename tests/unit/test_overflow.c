@@ -7,7 +7,7 @@
  * fails with -EOVERFLOW and a message, changing nothing; a token never wraps
  * to a smaller one.  Deadlines are 48-bit microseconds: a lease that ends
  * beyond that (or whose end overflows) is -EOVERFLOW for acquire and renew,
- * and changes nothing.  The slot's state words are set directly here (the
+ * and changes nothing; one that ends between microseconds is rounded up.  The slot's state words are set directly here (the
  * way 2^40 acquisitions would leave them) through the internal mapping.
  */
 #include <errno.h>
@@ -147,6 +147,25 @@ static void test_deadline_overflow(void **state)
     assert_int_equal(fl_renew(r, &l, 2 * TH_MS), -EOVERFLOW);
     assert_int_equal(l.deadline_ns, deadline);
     assert_int_equal(fl_check(r, &l), 0);
+    assert_int_equal(fl_release(r, &l), 0);
+
+    /* the last microsecond a lease word holds, and a nanosecond past it,
+     * which rounds up beyond it */
+    const uint64_t end_ns = FL__DEADLINE_MASK * 1000ull - f.now;
+    assert_int_equal(fl_acquire(r, "dl", end_ns + 1, 0, &l), -EOVERFLOW);
+    assert_int_equal(fl_acquire(r, "dl", end_ns, 0, &l), 0);
+    assert_int_equal(l.deadline_ns, FL__DEADLINE_MASK * 1000ull);
+    assert_int_equal(fl_release(r, &l), 0);
+    /* a deadline between microseconds is rounded up, never down */
+    f.now += 1;
+    assert_int_equal(fl_acquire(r, "dl", 1, 0, &l), 0);
+    assert_int_equal(l.deadline_ns, f.now - 1 + 1000);
+    assert_int_equal(fl_release(r, &l), 0);
+    assert_int_equal(fl_acquire(r, "dl", 999, 0, &l), 0);
+    assert_int_equal(l.deadline_ns, f.now - 1 + 1000);
+    assert_int_equal(fl_release(r, &l), 0);
+    assert_int_equal(fl_acquire(r, "dl", 1000, 0, &l), 0);
+    assert_int_equal(l.deadline_ns, f.now - 1 + 2000);
     assert_int_equal(fl_release(r, &l), 0);
     fl_close(r);
 }
