@@ -7,8 +7,9 @@
  * fails with -EOVERFLOW and a message, changing nothing; a token never wraps
  * to a smaller one.  Deadlines are 48-bit microseconds: a lease that ends
  * beyond that (or whose end overflows) is -EOVERFLOW for acquire and renew,
- * and changes nothing; one that ends between microseconds is rounded up.  The slot's state words are set directly here (the
- * way 2^40 acquisitions would leave them) through the internal mapping.
+ * and changes nothing; one that ends between microseconds is rounded up.
+ * The slot's state words are set directly here (the way 2^40 acquisitions
+ * would leave them) through the internal mapping.
  */
 #include <errno.h>
 #include <stdarg.h>
