@@ -245,11 +245,14 @@ static void test_wait_restores_timer_slack(void **state)
  * while it slept, read by the thread itself in a signal handler (another
  * thread's /proc/PID/task/TID/timerslack_ns needs CAP_SYS_NICE). */
 #define FAR_SLACK_NS 123457
-static volatile sig_atomic_t far_slack_seen = -1;
+/* _Atomic, not volatile sig_atomic_t: written by the waiting thread's
+ * handler, read by the test's thread (a lock-free atomic is also safe in a
+ * handler). */
+static _Atomic int far_slack_seen = -1;
 static void far_note_slack(int sig)
 {
     (void)sig;
-    far_slack_seen = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    atomic_store(&far_slack_seen, prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0));
 }
 
 struct far_waiter {
@@ -304,9 +307,9 @@ static void test_far_sleep_keeps_timer_slack(void **state)
     assert_true(ag_wait_sleeping(tid, 20000)); /* in its futex sleep */
     assert_int_equal(pthread_kill(t, SIGUSR1), 0);
     uint64_t until = th_now_ns() + 20 * TH_S;
-    while (far_slack_seen == -1 && th_now_ns() < until)
+    while (atomic_load(&far_slack_seen) == -1 && th_now_ns() < until)
         usleep(1000); /* polling for the handler's note; the deadline bounds a failure */
-    assert_int_equal(far_slack_seen, FAR_SLACK_NS);
+    assert_int_equal(atomic_load(&far_slack_seen), FAR_SLACK_NS);
 
     assert_int_equal(ag_do(&H, "rel h").rc, 0);
     assert_int_equal(pthread_join(t, NULL), 0);
