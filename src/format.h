@@ -117,7 +117,18 @@
  *                        others by locked adds (slot.c, COUNTERS)
  *   256 u64 last_stale_token, 264 u32 last_stale_pid, 268 u32 last_stale_op
  *                        (the last renew or release refused as stale)
- *   272 reserved (48 bytes)
+ *   272 u64 spin_holding  the state word of the last holding that a waiter
+ *                        claimed to spin on while others slept (slot.c,
+ *                        SPINNING); a hint, relaxed, orders nothing
+ *   280 u64 holder_cpu   (token & FL__HOLDER_CPU_TOKEN_MASK) << 16 | CPU
+ *                        the holder ran on when it took the key, written by
+ *                        contended acquisitions only (slot.c, SPINNING); a
+ *                        hint: any value is safe
+ *   288 reserved (32 bytes)
+ *   Both hints were reserved zero bytes before (same format 6): a library
+ *   that does not know them never writes them, and never spins behind
+ *   sleepers; nothing any library relies on for exclusion, tokens or
+ *   wakes is in them.
  *   The first cache line holds what a lookup and a handoff touch: the pair,
  *   the futex word and the key's header with its first 32 bytes.  The
  *   statistics and holder fields, written on every acquisition and release,
@@ -223,6 +234,10 @@
 #define FL__DEADLINE_BITS 48
 #define FL__DEADLINE_MASK ((1ull << FL__DEADLINE_BITS) - 1)
 #define FL__OWNER_SHIFT 48
+/* The slot's holder_cpu hint: the token's low 48 bits over a 16-bit CPU. */
+#define FL__HOLDER_CPU_SHIFT 16
+#define FL__HOLDER_CPU_MASK ((1ull << FL__HOLDER_CPU_SHIFT) - 1)
+#define FL__HOLDER_CPU_TOKEN_MASK ((1ull << (64 - FL__HOLDER_CPU_SHIFT)) - 1)
 /* lease word while free: how the last holding ended */
 #define FL__FREED_BY_DEATH (1ull << 63)
 #define FL__FREED_VOID (1ull << 62) /* voided: lease of an earlier boot */
@@ -287,7 +302,9 @@ struct fl__slot {
     _Atomic uint64_t last_stale_token;
     _Atomic uint32_t last_stale_pid;
     _Atomic uint32_t last_stale_op;
-    char reserved1[FL__SLOT_SIZE - 272];
+    _Atomic uint64_t spin_holding;
+    _Atomic uint64_t holder_cpu;
+    char reserved1[FL__SLOT_SIZE - 288];
 };
 
 struct fl__client {
@@ -450,6 +467,8 @@ _Static_assert(offsetof(struct fl__header, checksum) == 144, "header layout");
 _Static_assert(offsetof(struct fl__header, event_head) == 288, "header layout");
 _Static_assert(sizeof(struct fl__event) == FL__EVENT_SIZE, "event size");
 _Static_assert(offsetof(struct fl__slot, last_stale_token) == 256, "slot layout");
+_Static_assert(offsetof(struct fl__slot, spin_holding) == 272, "slot layout");
+_Static_assert(offsetof(struct fl__slot, holder_cpu) == 280, "slot layout");
 _Static_assert(offsetof(struct fl__record, repeats) == 56, "record layout");
 _Static_assert(offsetof(struct fl__header, next_lock) == 192, "header layout");
 _Static_assert(offsetof(struct fl__header, token_floor) == 200, "header layout");

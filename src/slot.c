@@ -102,6 +102,41 @@
  *   the word's other sleepers and frees the dead holding.  Nothing above
  *   changes: the word is one more reason to wake.
  *
+ * SPINNING (before the first sleep of an acquisition; no transition of the
+ * pair and no part of the wake protocol above: the model's one spin,
+ * src/slot.pml)
+ *   A waiter that finds the key held spins once, a bounded number of
+ *   pauses, re-reading the state word, before it sleeps:
+ *   - nobody sleeps on the key: every such waiter spins, briefly
+ *     (FL__SPIN_PAUSES): a holder on another CPU usually releases soon;
+ *   - others sleep on it: one waiter per holding may spin, longer
+ *     (FL__SPIN_CLAIMED_PAUSES, about a futex wake's latency on a VM),
+ *     and only when the holder took the key on another CPU than the one
+ *     the waiter runs on.  A release with sleepers hands the key to a
+ *     woken sleeper that needs 10-30 us to run (an idle vCPU must be
+ *     resumed), and the key lies free meanwhile; the spinner takes it
+ *     within a cache miss of the release.  One per holding, because every
+ *     spinner but the first would only burn its CPU (issue 17: with 64
+ *     processes on a key, everyone spinning behind sleepers cost 6 us per
+ *     acquisition); never on the holder's CPU, where spinning only keeps
+ *     the holder from running.
+ *   Two hints in the slot serve this (format.h): holder_cpu, the holding's
+ *   token and the CPU its acquisition ran on, stored by a contended
+ *   acquisition that left sleepers behind only (the uncontended path pays
+ *   nothing; a holding not noted is unknown, and nobody spins behind
+ *   sleepers on it); and
+ *   spin_holding, the state word of the holding last claimed, taken by a
+ *   CAS from any other value.  Both are relaxed: they order nothing, and
+ *   any value in them (stale, torn between the two, written by a foreign
+ *   process) only decides whether one waiter spins a few microseconds.
+ *   A process stopped forever (or killed) right after its claim leaves
+ *   that holding without a spinner: the others sleep at once, as they
+ *   would without spinning, and a later holding has another state word
+ *   (tokens never repeat), so the claim is free again.  Resumed an hour
+ *   later, it finishes its bounded spin and looks at the pair again, as
+ *   after any pause.  A CPU is only a hint: the holder may have moved,
+ *   and then one spin is wasted.
+ *
  * EARLY RETURNS AROUND THE WAIT (no transition of the pair; src/slot.pml
  * lists them under "Outside the model")
  *   own lock  a wait on a key held, unexpired, by this handle's own latest
@@ -160,6 +195,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -258,13 +294,16 @@ static void fl__release_wake(struct fl__slot *sl)
 /* Sleepers are left whose wake_needed may have been taken by the wake
  * that reached us: the next release must wake one of them (WAITING).
  * Stopped forever here, holding the key: they sleep until its deadline
- * (I4); killed: fencelockd's reap wakes them all. */
-static void fl__arm_wake(struct fl__slot *sl)
+ * (I4); killed: fencelockd's reap wakes them all.  Returns whether there
+ * were sleepers. */
+static bool fl__arm_wake(struct fl__slot *sl)
 {
     /* seq_cst, both: slow path only, and the model's sequentially
      * consistent view of it needs no further argument */
-    if (atomic_load(&sl->waiters) > 0)
-        atomic_store(&sl->wake_needed, 1);
+    if (atomic_load(&sl->waiters) == 0)
+        return false;
+    atomic_store(&sl->wake_needed, 1);
+    return true;
 }
 
 /* A wait that ends without the lock (timeout, cancel) may have absorbed the
@@ -299,19 +338,56 @@ static uint32_t fl__self_tid(void)
     return tid;
 }
 
-/* Spin briefly before sleeping: a holder running on another core usually
- * releases within a microsecond, and a futex wake costs 20-30 us. */
+/* Spin before sleeping (SPINNING): while nobody sleeps on the key, every
+ * waiter, briefly (128 pauses: 3.5 us on the AMD EPYC host of
+ * docs/benchmarks.md); behind sleepers, the holding's one claimed spinner,
+ * for about what a futex wake takes to reach a sleeper there (512 pauses:
+ * 14 us). */
 #define FL__SPIN_PAUSES 128
+#define FL__SPIN_CLAIMED_PAUSES 512
 
-static bool fl__spin_until_changed(struct fl__slot *sl, uint64_t s)
+static bool fl__spin_until_changed(struct fl__slot *sl, uint64_t s, int pauses)
 {
-    for (int i = 0; i < FL__SPIN_PAUSES; i++) {
+    for (int i = 0; i < pauses; i++) {
         fl__cpu_relax();
         /* relaxed: only a hint; the caller re-reads the pair with acquire */
         if (atomic_load_explicit(&sl->pair.state, memory_order_relaxed) != s)
             return true;
     }
     return false;
+}
+
+/* Whether this waiter is to spin behind the key's sleepers on holding s
+ * (SPINNING): the holding's CPU is noted and is not ours, and nobody has
+ * claimed this holding yet; we claim it.  relaxed, all: hints that order
+ * nothing (SPINNING says why any value is safe). */
+static bool fl__spin_claim(struct fl__slot *sl, uint64_t s)
+{
+    uint64_t hc = atomic_load_explicit(&sl->holder_cpu, memory_order_relaxed);
+    if (hc >> FL__HOLDER_CPU_SHIFT != ((s >> FL__TOKEN_SHIFT) & FL__HOLDER_CPU_TOKEN_MASK))
+        return false; /* not noted: its holder came without waiting */
+    int cpu = sched_getcpu(); /* glibc reads it from the rseq area: no system call */
+    if (cpu < 0 || (hc & FL__HOLDER_CPU_MASK) == ((uint64_t)cpu & FL__HOLDER_CPU_MASK))
+        return false;
+    uint64_t c = atomic_load_explicit(&sl->spin_holding, memory_order_relaxed);
+    return c != s && atomic_compare_exchange_strong_explicit(&sl->spin_holding, &c, s,
+                                                             memory_order_relaxed,
+                                                             memory_order_relaxed);
+}
+
+/* A contended acquisition of token t that leaves sleepers behind notes
+ * the CPU it ran on (SPINNING); without sleepers nobody needs it, and two
+ * processes handing a key back and forth would move the hint's cache line
+ * at every handoff (fb_contended: 5.5-5.9 M/s against 6.5-6.9 M/s).
+ * relaxed: a hint. */
+static void fl__note_holder_cpu(struct fl__slot *sl, uint64_t t)
+{
+    int cpu = sched_getcpu();
+    if (cpu >= 0)
+        atomic_store_explicit(&sl->holder_cpu,
+                              (t & FL__HOLDER_CPU_TOKEN_MASK) << FL__HOLDER_CPU_SHIFT |
+                                  ((uint64_t)cpu & FL__HOLDER_CPU_MASK),
+                              memory_order_relaxed);
 }
 
 /* fl__wait_for_change found the holder of (s, l) dead (life.c). */
@@ -519,15 +595,16 @@ fl__acquire_loop(fl_region *r, struct fl__slot *sl, uint32_t idx, uint64_t lease
                     fl__count(sl, FL__C_TIMEOUTS);
                     return fl__fail(-ETIMEDOUT, "key \"%.*s\" stayed held", FL__SLOT_KEY(sl));
                 }
-                /* Spin only when nobody sleeps on the key yet: with sleepers
-                 * the lock is contended, a release wakes one of them, and
-                 * each newcomer's spin would only burn CPU (with 64
-                 * processes on a key, about 6 us per acquisition).
-                 * relaxed: a hint, as the spin itself */
+                /* Spin once before sleeping: every waiter while nobody
+                 * sleeps on the key, one per holding behind sleepers
+                 * (SPINNING).  relaxed: a hint, as the spin itself */
                 if (!spun) {
                     spun = true;
-                    if (atomic_load_explicit(&sl->waiters, memory_order_relaxed) == 0 &&
-                        fl__spin_until_changed(sl, s))
+                    bool sleepers =
+                        atomic_load_explicit(&sl->waiters, memory_order_relaxed) != 0;
+                    if (!sleepers ? fl__spin_until_changed(sl, s, FL__SPIN_PAUSES)
+                                  : fl__spin_claim(sl, s) &&
+                                        fl__spin_until_changed(sl, s, FL__SPIN_CLAIMED_PAUSES))
                         continue;
                 }
                 *waited = true;
@@ -575,8 +652,10 @@ fl__acquire_loop(fl_region *r, struct fl__slot *sl, uint32_t idx, uint64_t lease
             return err;
         if (!fl__pair_cas(&sl->pair, &s, &l, next << FL__TOKEN_SHIFT | FL__HELD, nl))
             continue; /* somebody else moved first: no token consumed */
-        if (contended) /* we may have been woken by the wake that cleared it */
-            fl__arm_wake(sl);
+        /* we may have been woken by the wake that cleared wake_needed; with
+         * sleepers left, a waiter may spin behind them on our holding */
+        if (contended && fl__arm_wake(sl))
+            fl__note_holder_cpu(sl, next);
         /* relaxed: informational fields for the status tool; stored only
          * when they change, so a process re-taking its own lock writes nothing */
         if (atomic_load_explicit(&sl->holder_pid, memory_order_relaxed) != r->pid)

@@ -149,7 +149,14 @@
  *     aarch64), acquire loads in fl__pair_load) are what makes SC a sound
  *     view on both architectures (docs/memory-orders.md); the memory
  *     orders themselves are not checked.
- *   - The spin loop is one load of the state word.  The epoch and overflow
+ *   - The spin loop is one load of the state word, and every waiter may
+ *     spin once.  In C only some do (slot.c SPINNING: all while nobody
+ *     sleeps; behind sleepers, the one waiter that claims the holding,
+ *     when the holder took the key on another CPU): a subset of what the
+ *     model allows.  The two hints that decide it (holder_cpu, stored
+ *     after a contended acquiring CAS; spin_holding, the claim's CAS) are
+ *     relaxed and read by no other step, so they are not modelled: no
+ *     wake, sleep or CAS of the pair depends on them.  The epoch and overflow
  *     checks of the token counter, the voiding of another boot's leases
  *     (before clients open), counters, holder fields, events and stale
  *     notes are not modelled.  fencelockd may raise token_floor once, at
@@ -249,7 +256,7 @@
  * unchanged for x86-64, and added aarch64's CAS (casp or ldaxp/stlxp, with
  * the same contract): no step of the model changed, only where the code
  * lives. */
-/* C-VERSION: src/slot.c git-blob 1f591c4b8a66433c7a07b335ed21f1326fe9e233,
+/* C-VERSION: src/slot.c git-blob ffc4602a4e14732afbda67e56dc7394ee6ad92f6,
  *            src/arch/pair.h git-blob 45e7522c2cfac30b62696ad91b30a8c876593ed4 */
 
 #ifndef NC

@@ -15,6 +15,8 @@
  * waiter gets the key by the deadline it saw.
  * I6: a woken waiter that gives up at its next look, the key held again by
  * a process that never slept, leaves that holder's release a wake to send.
+ * I4, I6: a waiter stopped in the spin it claimed behind sleepers (src/slot.c
+ * SPINNING) holds nothing the others need: the release wakes a sleeper.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -26,8 +28,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/user.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,6 +39,7 @@
 #include <cmocka.h>
 
 #include "agent.h"
+#include "tracer.h"
 
 #define LONG_LEASE AG_S(60)
 #ifdef SYS_futex_waitv
@@ -649,6 +654,149 @@ static void test_woken_waiter_gives_up_while_held(void **state)
     th_daemon_stop(&d, SIGTERM);
 }
 
+/* The spinner of test_spinner_stopped_in_its_spin: lets the test trace
+ * it, then waits for spin/key and reports "r RC TOKEN T_END"; when told
+ * "rel", releases the key if it got it, and exits. */
+static int traced_spinner(void *arg, int in, int out)
+{
+    tr_traceme();
+    fl_region *r = NULL;
+    if (fl_open(arg, &r) != 0)
+        return 1;
+    raise(SIGSTOP); /* the parent steps us from here */
+    fl_lease l = {0};
+    int rc = fl_acquire(r, "spin/key", LONG_LEASE, FL_WAIT_FOREVER, &l);
+    dprintf(out, "r %d %llu %llu\n", rc, (unsigned long long)l.token,
+            (unsigned long long)th_now_ns());
+    char line[64];
+    if (th_recv(in, line, sizeof line, 60000) != 0) /* "rel" */
+        return 3;
+    rc = rc == 0 ? fl_release(r, &l) : 0;
+    fl_close(r);
+    return rc == 0 ? 0 : 4;
+}
+
+static void pin_to(pid_t pid, int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    assert_int_equal(sched_setaffinity(pid, sizeof set, &set), 0);
+}
+
+/* I4, I6 (src/slot.c SPINNING: one waiter per holding may spin behind the
+ * sleepers, when the holder took the key on another CPU).  H, pinned to
+ * one CPU, and then W sleep on spin/key, held by G; G's release wakes H (a
+ * contended acquisition that leaves W asleep: it notes its CPU).  S,
+ * pinned to another CPU, is stepped
+ * with ptrace into fl_acquire until it has claimed the holding (a locked
+ * cmpxchg) and stands at the first pause of its spin, and is left stopped
+ * there: a waiter stopped forever in its spin.  H's release must still
+ * wake W, which gets the key long before the deadline it slept to (the
+ * claim is no part of the wake protocol).  Released, S finishes its spin,
+ * sees the change and gets the key next. */
+static void test_spinner_stopped_in_its_spin(void **state)
+{
+    (void)state;
+    if (!TR_SUPPORTED)
+        skip(); /* steps through fl_acquire with ptrace: x86-64 only (tracer.h) */
+    cpu_set_t mine;
+    assert_int_equal(sched_getaffinity(0, sizeof mine, &mine), 0);
+    int cpu[2], n = 0;
+    for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
+        if (CPU_ISSET(c, &mine))
+            cpu[n++] = c;
+    if (n < 2) {
+        print_message("one CPU: a waiter never spins behind sleepers on it\n");
+        skip();
+    }
+    th_daemon d;
+    const char *region = th_path("spinstop.region");
+    ag_daemon_start(&d, region);
+    fl_region *ro;
+    assert_int_equal(fl_open_readonly(region, &ro), 0);
+
+    ag G, H, W;
+    ag_start(&G, region);
+    ag_start(&H, region);
+    ag_start(&W, region);
+    pin_to(H.c.pid, cpu[0]);
+    ag_reply rg = ag_do(&G, "acq g spin/key %llu 0", (unsigned long long)LONG_LEASE);
+    assert_int_equal(rg.rc, 0);
+    ag_send(&H, "acq h spin/key %llu -1", (unsigned long long)LONG_LEASE);
+    assert_true(ag_wait_waiters(ro, "spin/key", 1, 20000));
+    assert_true(ag_wait_sleeping(H.c.pid, 20000));
+    ag_send(&W, "acq w spin/key %llu -1", (unsigned long long)LONG_LEASE);
+    assert_true(ag_wait_waiters(ro, "spin/key", 2, 20000));
+    assert_true(ag_wait_sleeping(W.c.pid, 20000));
+    /* the one wake goes to H, asleep first; it leaves W asleep behind it */
+    assert_int_equal(ag_do(&G, "rel g").rc, 0);
+    ag_reply rh;
+    assert_int_equal(ag_read(&H, &rh, 30000), 0);
+    assert_int_equal(rh.rc, 0);
+    assert_int_equal(rh.token, rg.token + 1);
+    assert_true(ag_wait_waiters(ro, "spin/key", 1, 20000));
+    assert_true(ag_wait_sleeping(W.c.pid, 20000));
+
+    th_child S;
+    assert_int_equal(th_child_start(&S, traced_spinner, (void *)region), 0);
+    ag_track_foreign(S.pid);
+    assert_int_equal(tr_wait_sigstop(S.pid, 20000), 0);
+    pin_to(S.pid, cpu[1]);
+    tr_ctx t;
+    assert_int_equal(tr_run_to(&t, S.pid, (uintptr_t)&fl_acquire, 1000000), 0);
+    bool claimed = false;
+    for (;;) {
+        uint8_t insn[8];
+        tr_rip(S.pid, insn);
+        if (claimed && insn[0] == 0xf3 && insn[1] == 0x90)
+            break; /* pause: in its spin, the claim made */
+        if (tr_is_lock_cmpxchg(insn))
+            claimed = true;
+#if defined(__x86_64__) /* the only architecture it runs on (TR_SUPPORTED) */
+        if (insn[0] == 0x0f && insn[1] == 0x05) { /* syscall */
+            struct user_regs_struct regs;
+            assert_int_equal(ptrace(PTRACE_GETREGS, S.pid, NULL, &regs), 0);
+            if (regs.rax == SYS_futex || regs.rax == TEST_SYS_FUTEX_WAITV)
+                fail_msg("the spinner went to sleep without spinning (claimed: %d)", claimed);
+        }
+#endif
+        assert_true(t.steps < 200000);
+        assert_false(t.returned);
+        assert_int_equal(tr_step(&t, 1, NULL, NULL), 0);
+    }
+
+    ag_reply rr = ag_do(&H, "rel h");
+    assert_int_equal(rr.rc, 0);
+    ag_reply rw;
+    assert_int_equal(ag_read(&W, &rw, 30000), 0);
+    assert_int_equal(rw.rc, 0);
+    assert_int_equal(rw.token, rh.token + 1);
+    assert_int_equal(rw.flags, 0); /* released to it, not taken over */
+    /* woken by the release, long before the deadline it slept until */
+    assert_true(rw.t_end < rh.deadline_ns - AG_S(20));
+    print_message("W took the key %.3f ms after H's release began, the spinner stopped\n",
+                  (double)(rw.t_end - rr.t_start) / 1e6);
+    assert_int_equal(ag_do(&W, "rel w").rc, 0);
+
+    assert_int_equal(tr_detach(S.pid), 0);
+    char line[128];
+    assert_int_equal(th_recv(S.from_child, line, sizeof line, 30000), 0);
+    int rcs = -1;
+    unsigned long long toks = 0, ts = 0;
+    assert_int_equal(sscanf(line, "r %d %llu %llu", &rcs, &toks, &ts), 3);
+    assert_int_equal(rcs, 0);
+    assert_int_equal(toks, rh.token + 2);
+    th_send(S.to_child, "rel");
+    assert_int_equal(th_child_wait(&S, 30000), 0);
+
+    assert_int_equal(ag_stop(&W), 0);
+    assert_int_equal(ag_stop(&H), 0);
+    assert_int_equal(ag_stop(&G), 0);
+    fl_close(ro);
+    th_daemon_stop(&d, SIGTERM);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -660,6 +808,7 @@ int main(void)
         cmocka_unit_test_teardown(test_release_wakes_one, ag_teardown),
         cmocka_unit_test_teardown(test_woken_waiter_stopped, ag_teardown),
         cmocka_unit_test_teardown(test_woken_waiter_gives_up_while_held, ag_teardown),
+        cmocka_unit_test_teardown(test_spinner_stopped_in_its_spin, ag_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
