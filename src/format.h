@@ -122,8 +122,8 @@
  *                        SPINNING); a hint, relaxed, orders nothing
  *   280 u64 holder_cpu   (token & FL__HOLDER_CPU_TOKEN_MASK) << 16 | CPU
  *                        the holder ran on when it took the key, written by
- *                        contended acquisitions only (slot.c, SPINNING); a
- *                        hint: any value is safe
+ *                        contended acquisitions that leave sleepers behind
+ *                        only (slot.c, SPINNING); a hint: any value is safe
  *   288 reserved (32 bytes)
  *   Both hints were reserved zero bytes before (same format 6): a library
  *   that does not know them never writes them, and never spins behind

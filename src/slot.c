@@ -105,7 +105,7 @@
  * SPINNING (before the first sleep of an acquisition; no transition of the
  * pair and no part of the wake protocol above: the model's one spin,
  * src/slot.pml)
- *   A waiter that finds the key held spins once, a bounded number of
+ *   A waiter that finds the key held may spin once, a bounded number of
  *   pauses, re-reading the state word, before it sleeps:
  *   - nobody sleeps on the key: every such waiter spins, briefly
  *     (FL__SPIN_PAUSES): a holder on another CPU usually releases soon;
@@ -136,6 +136,13 @@
  *   later, it finishes its bounded spin and looks at the pair again, as
  *   after any pause.  A CPU is only a hint: the holder may have moved,
  *   and then one spin is wasted.
+ *   Fairness: a spinner that wins takes the key ahead of the sleeper the
+ *   release woke, which finds it held and sleeps again, behind the
+ *   others in the futex queue.  A newcomer could always take a free key
+ *   ahead of a woken sleeper (fencelock promises no order among waiters,
+ *   nor does the robust mutex); the spinner makes it more frequent, and
+ *   a sleeper can be passed over again and again while processes on two
+ *   CPUs hand the key to each other.
  *
  * EARLY RETURNS AROUND THE WAIT (no transition of the pair; src/slot.pml
  * lists them under "Outside the model")
@@ -357,6 +364,20 @@ static bool fl__spin_until_changed(struct fl__slot *sl, uint64_t s, int pauses)
     return false;
 }
 
+/* The CPU this thread runs on, as the holder_cpu hint holds it (its low
+ * FL__HOLDER_CPU_SHIFT bits); false if it cannot be known.  glibc 2.35 and
+ * later read it from the thread's rseq area (no system call); without rseq
+ * it is the vDSO on x86-64 and a getcpu system call on aarch64: contended
+ * paths only. */
+static bool fl__this_cpu(uint64_t *cpu)
+{
+    int c = sched_getcpu();
+    if (c < 0)
+        return false;
+    *cpu = (uint64_t)c & FL__HOLDER_CPU_MASK;
+    return true;
+}
+
 /* Whether this waiter is to spin behind the key's sleepers on holding s
  * (SPINNING): the holding's CPU is noted and is not ours, and nobody has
  * claimed this holding yet; we claim it.  relaxed, all: hints that order
@@ -365,9 +386,9 @@ static bool fl__spin_claim(struct fl__slot *sl, uint64_t s)
 {
     uint64_t hc = atomic_load_explicit(&sl->holder_cpu, memory_order_relaxed);
     if (hc >> FL__HOLDER_CPU_SHIFT != ((s >> FL__TOKEN_SHIFT) & FL__HOLDER_CPU_TOKEN_MASK))
-        return false; /* not noted: its holder came without waiting */
-    int cpu = sched_getcpu(); /* glibc reads it from the rseq area: no system call */
-    if (cpu < 0 || (hc & FL__HOLDER_CPU_MASK) == ((uint64_t)cpu & FL__HOLDER_CPU_MASK))
+        return false; /* not noted: no sleeper was left behind its acquisition */
+    uint64_t cpu = 0;
+    if (!fl__this_cpu(&cpu) || (hc & FL__HOLDER_CPU_MASK) == cpu)
         return false;
     uint64_t c = atomic_load_explicit(&sl->spin_holding, memory_order_relaxed);
     return c != s && atomic_compare_exchange_strong_explicit(&sl->spin_holding, &c, s,
@@ -382,11 +403,10 @@ static bool fl__spin_claim(struct fl__slot *sl, uint64_t s)
  * relaxed: a hint. */
 static void fl__note_holder_cpu(struct fl__slot *sl, uint64_t t)
 {
-    int cpu = sched_getcpu();
-    if (cpu >= 0)
+    uint64_t cpu = 0;
+    if (fl__this_cpu(&cpu))
         atomic_store_explicit(&sl->holder_cpu,
-                              (t & FL__HOLDER_CPU_TOKEN_MASK) << FL__HOLDER_CPU_SHIFT |
-                                  ((uint64_t)cpu & FL__HOLDER_CPU_MASK),
+                              (t & FL__HOLDER_CPU_TOKEN_MASK) << FL__HOLDER_CPU_SHIFT | cpu,
                               memory_order_relaxed);
 }
 
@@ -600,11 +620,12 @@ fl__acquire_loop(fl_region *r, struct fl__slot *sl, uint32_t idx, uint64_t lease
                  * (SPINNING).  relaxed: a hint, as the spin itself */
                 if (!spun) {
                     spun = true;
-                    bool sleepers =
-                        atomic_load_explicit(&sl->waiters, memory_order_relaxed) != 0;
-                    if (!sleepers ? fl__spin_until_changed(sl, s, FL__SPIN_PAUSES)
-                                  : fl__spin_claim(sl, s) &&
-                                        fl__spin_until_changed(sl, s, FL__SPIN_CLAIMED_PAUSES))
+                    bool changed = false;
+                    if (atomic_load_explicit(&sl->waiters, memory_order_relaxed) == 0)
+                        changed = fl__spin_until_changed(sl, s, FL__SPIN_PAUSES);
+                    else if (fl__spin_claim(sl, s))
+                        changed = fl__spin_until_changed(sl, s, FL__SPIN_CLAIMED_PAUSES);
+                    if (changed)
                         continue;
                 }
                 *waited = true;
