@@ -416,8 +416,8 @@ static void test_release_wakes_one(void **state)
 /* The traced waiter's timeout (set before it is forked). */
 static int64_t traced_timeout = FL_WAIT_FOREVER;
 
-/* The waiter of test_woken_waiter_stopped: opens the region, lets the test
- * trace it, then waits for the key (traced_timeout) and reports "r RC TOKEN
+/* The traced waiter of the tests below: opens the region, lets the test
+ * trace it, then waits for stop/key (traced_timeout) and reports "r RC TOKEN
  * T_END"; when told "rel", releases the key if it got it, and exits (not
  * before: fencelockd wakes every sleeper when a client goes). */
 static int traced_waiter(void *arg, int in, int out)
@@ -505,6 +505,33 @@ static void expect_woken(pid_t pid)
     assert_int_equal(si.exit.rval, 0);
 }
 
+/* The answer of a traced_waiter that ran on (detached): "r RC TOKEN T_END". */
+static void traced_result(th_child *c, int *rc, unsigned long long *token)
+{
+    char line[128];
+    assert_int_equal(th_recv(c->from_child, line, sizeof line, 30000), 0);
+    unsigned long long t_end = 0;
+    assert_int_equal(sscanf(line, "r %d %llu %llu", rc, token, &t_end), 3);
+}
+
+/* W, asleep on a key held with a 60 s lease, gets the key with `token` by
+ * the release rr, not by a takeover at that lease's deadline (which `held`
+ * had); `who` names the release in the message. */
+static void expect_woken_by_release(ag *W, const ag_reply *held, const ag_reply *rr,
+                                    uint64_t token, const char *who)
+{
+    ag_reply rw;
+    assert_int_equal(ag_read(W, &rw, 30000), 0);
+    assert_int_equal(rw.rc, 0);
+    assert_int_equal(rw.token, token);
+    assert_int_equal(rw.flags, 0); /* released to it, not taken over */
+    /* woken by the release, long before the deadline it slept until */
+    assert_true(rw.t_end < held->deadline_ns - AG_S(20));
+    print_message("the sleeper got the key %.3f ms after %s began\n",
+                  (double)(rw.t_end - rr->t_start) / 1e6, who);
+    assert_int_equal(ag_do(W, "rel w").rc, 0);
+}
+
 /* I4, I6 (issue: a woken waiter stopped before it takes the lock holds the
  * one wake).  W0 is traced and sleeps first in the key's futex; W1 sleeps
  * after it.  The holder releases: the kernel wakes sleepers of equal
@@ -559,11 +586,9 @@ static void test_woken_waiter_stopped(void **state)
 
     /* W0 runs on: it gets the key next */
     assert_int_equal(ptrace(PTRACE_DETACH, W0.pid, NULL, NULL), 0);
-    char line[128];
-    assert_int_equal(th_recv(W0.from_child, line, sizeof line, 30000), 0);
     int rc0 = -1;
-    unsigned long long tok0 = 0, t0 = 0;
-    assert_int_equal(sscanf(line, "r %d %llu %llu", &rc0, &tok0, &t0), 3);
+    unsigned long long tok0 = 0;
+    traced_result(&W0, &rc0, &tok0);
     assert_int_equal(rc0, 0);
     assert_int_equal(tok0, rh.token + 2);
     th_send(W0.to_child, "rel");
@@ -624,26 +649,15 @@ static void test_woken_waiter_gives_up_while_held(void **state)
     /* W0 read the clock for its timeout before it entered the sleep */
     ag_sleep_until(w0_slept + AG_S(2) + AG_MS(100));
     assert_int_equal(ptrace(PTRACE_DETACH, W0.pid, NULL, NULL), 0);
-    char line[128];
-    assert_int_equal(th_recv(W0.from_child, line, sizeof line, 30000), 0);
     int rc0 = 0;
-    unsigned long long tok0 = 0, t0 = 0;
-    assert_int_equal(sscanf(line, "r %d %llu %llu", &rc0, &tok0, &t0), 3);
+    unsigned long long tok0 = 0;
+    traced_result(&W0, &rc0, &tok0);
     assert_int_equal(rc0, -ETIMEDOUT);
     /* W0 stays: a client's exit makes fencelockd wake every sleeper */
 
     ag_reply rr = ag_do(&N, "rel n");
     assert_int_equal(rr.rc, 0);
-    ag_reply r1;
-    assert_int_equal(ag_read(&W1, &r1, 30000), 0);
-    assert_int_equal(r1.rc, 0);
-    assert_int_equal(r1.token, rh.token + 2);
-    assert_int_equal(r1.flags, 0); /* released to it, not taken over */
-    /* woken by N's release, long before the deadline it slept until */
-    assert_true(r1.t_end < rh.deadline_ns - AG_S(20));
-    print_message("W1 took the key %.3f ms after N's release\n",
-                  (double)(r1.t_end - rr.t_end) / 1e6);
-    assert_int_equal(ag_do(&W1, "rel w").rc, 0);
+    expect_woken_by_release(&W1, &rh, &rr, rh.token + 2, "N's release");
     th_send(W0.to_child, "rel");
     assert_int_equal(th_child_wait(&W0, 30000), 0);
 
@@ -652,28 +666,6 @@ static void test_woken_waiter_gives_up_while_held(void **state)
     assert_int_equal(ag_stop(&H), 0);
     fl_close(ro);
     th_daemon_stop(&d, SIGTERM);
-}
-
-/* The spinner of test_spinner_stopped_in_its_spin: lets the test trace
- * it, then waits for spin/key and reports "r RC TOKEN T_END"; when told
- * "rel", releases the key if it got it, and exits. */
-static int traced_spinner(void *arg, int in, int out)
-{
-    tr_traceme();
-    fl_region *r = NULL;
-    if (fl_open(arg, &r) != 0)
-        return 1;
-    raise(SIGSTOP); /* the parent steps us from here */
-    fl_lease l = {0};
-    int rc = fl_acquire(r, "spin/key", LONG_LEASE, FL_WAIT_FOREVER, &l);
-    dprintf(out, "r %d %llu %llu\n", rc, (unsigned long long)l.token,
-            (unsigned long long)th_now_ns());
-    char line[64];
-    if (th_recv(in, line, sizeof line, 60000) != 0) /* "rel" */
-        return 3;
-    rc = rc == 0 ? fl_release(r, &l) : 0;
-    fl_close(r);
-    return rc == 0 ? 0 : 4;
 }
 
 static void pin_to(pid_t pid, int cpu)
@@ -686,7 +678,7 @@ static void pin_to(pid_t pid, int cpu)
 
 /* I4, I6 (src/slot.c SPINNING: one waiter per holding may spin behind the
  * sleepers, when the holder took the key on another CPU).  H, pinned to
- * one CPU, and then W sleep on spin/key, held by G; G's release wakes H (a
+ * one CPU, and then W sleep on stop/key, held by G; G's release wakes H (a
  * contended acquisition that leaves W asleep: it notes its CPU).  S,
  * pinned to another CPU, is stepped
  * with ptrace into fl_acquire until it has claimed the holding (a locked
@@ -721,13 +713,13 @@ static void test_spinner_stopped_in_its_spin(void **state)
     ag_start(&H, region);
     ag_start(&W, region);
     pin_to(H.c.pid, cpu[0]);
-    ag_reply rg = ag_do(&G, "acq g spin/key %llu 0", (unsigned long long)LONG_LEASE);
+    ag_reply rg = ag_do(&G, "acq g stop/key %llu 0", (unsigned long long)LONG_LEASE);
     assert_int_equal(rg.rc, 0);
-    ag_send(&H, "acq h spin/key %llu -1", (unsigned long long)LONG_LEASE);
-    assert_true(ag_wait_waiters(ro, "spin/key", 1, 20000));
+    ag_send(&H, "acq h stop/key %llu -1", (unsigned long long)LONG_LEASE);
+    assert_true(ag_wait_waiters(ro, "stop/key", 1, 20000));
     assert_true(ag_wait_sleeping(H.c.pid, 20000));
-    ag_send(&W, "acq w spin/key %llu -1", (unsigned long long)LONG_LEASE);
-    assert_true(ag_wait_waiters(ro, "spin/key", 2, 20000));
+    ag_send(&W, "acq w stop/key %llu -1", (unsigned long long)LONG_LEASE);
+    assert_true(ag_wait_waiters(ro, "stop/key", 2, 20000));
     assert_true(ag_wait_sleeping(W.c.pid, 20000));
     /* the one wake goes to H, asleep first; it leaves W asleep behind it */
     assert_int_equal(ag_do(&G, "rel g").rc, 0);
@@ -735,11 +727,12 @@ static void test_spinner_stopped_in_its_spin(void **state)
     assert_int_equal(ag_read(&H, &rh, 30000), 0);
     assert_int_equal(rh.rc, 0);
     assert_int_equal(rh.token, rg.token + 1);
-    assert_true(ag_wait_waiters(ro, "spin/key", 1, 20000));
+    assert_true(ag_wait_waiters(ro, "stop/key", 1, 20000));
     assert_true(ag_wait_sleeping(W.c.pid, 20000));
 
     th_child S;
-    assert_int_equal(th_child_start(&S, traced_spinner, (void *)region), 0);
+    traced_timeout = FL_WAIT_FOREVER;
+    assert_int_equal(th_child_start(&S, traced_waiter, (void *)region), 0);
     ag_track_foreign(S.pid);
     assert_int_equal(tr_wait_sigstop(S.pid, 20000), 0);
     pin_to(S.pid, cpu[1]);
@@ -775,23 +768,12 @@ static void test_spinner_stopped_in_its_spin(void **state)
 
     ag_reply rr = ag_do(&H, "rel h");
     assert_int_equal(rr.rc, 0);
-    ag_reply rw;
-    assert_int_equal(ag_read(&W, &rw, 30000), 0);
-    assert_int_equal(rw.rc, 0);
-    assert_int_equal(rw.token, rh.token + 1);
-    assert_int_equal(rw.flags, 0); /* released to it, not taken over */
-    /* woken by the release, long before the deadline it slept until */
-    assert_true(rw.t_end < rh.deadline_ns - AG_S(20));
-    print_message("W took the key %.3f ms after H's release began, the spinner stopped\n",
-                  (double)(rw.t_end - rr.t_start) / 1e6);
-    assert_int_equal(ag_do(&W, "rel w").rc, 0);
+    expect_woken_by_release(&W, &rh, &rr, rh.token + 1, "H's release, the spinner stopped,");
 
     assert_int_equal(tr_detach(S.pid), 0);
-    char line[128];
-    assert_int_equal(th_recv(S.from_child, line, sizeof line, 30000), 0);
     int rcs = -1;
-    unsigned long long toks = 0, ts = 0;
-    assert_int_equal(sscanf(line, "r %d %llu %llu", &rcs, &toks, &ts), 3);
+    unsigned long long toks = 0;
+    traced_result(&S, &rcs, &toks);
     assert_int_equal(rcs, 0);
     assert_int_equal(toks, rh.token + 2);
     th_send(S.to_child, "rel");
