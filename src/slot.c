@@ -110,16 +110,17 @@
  *   - nobody sleeps on the key: every such waiter spins, briefly
  *     (FL__SPIN_PAUSES): a holder on another CPU usually releases soon;
  *   - others sleep on it: one waiter per holding may spin, longer
- *     (FL__SPIN_CLAIMED_PAUSES, about a futex wake's latency on a VM),
+ *     (FL__SPIN_CLAIMED_PAUSES, about as long as the gap below),
  *     and only when the holder took the key on another CPU than the one
  *     the waiter runs on.  A release with sleepers hands the key to a
- *     woken sleeper that needs 10-30 us to run (an idle vCPU must be
- *     resumed), and the key lies free meanwhile; the spinner takes it
- *     within a cache miss of the release.  One per holding, because every
- *     spinner but the first would only burn its CPU (issue 17: with 64
- *     processes on a key, everyone spinning behind sleepers cost 6 us per
- *     acquisition); never on the holder's CPU, where spinning only keeps
- *     the holder from running.
+ *     woken sleeper that needs time to run (an idle vCPU must be
+ *     resumed: about 14 us between a release and the next acquisition in
+ *     docs/benchmarks.md), and the key lies free meanwhile; the spinner
+ *     takes it within a cache miss of the release.  One per holding,
+ *     because every spinner but the first would only burn its CPU (issue
+ *     17: with 64 processes on a key, everyone spinning behind sleepers
+ *     cost 6 us per acquisition); never on the holder's CPU, where
+ *     spinning only keeps the holder from running.
  *   Two hints in the slot serve this (format.h): holder_cpu, the holding's
  *   token and the CPU its acquisition ran on, stored by a contended
  *   acquisition that left sleepers behind only (the uncontended path pays
@@ -348,8 +349,8 @@ static uint32_t fl__self_tid(void)
 /* Spin before sleeping (SPINNING): while nobody sleeps on the key, every
  * waiter, briefly (128 pauses: 3.5 us on the AMD EPYC host of
  * docs/benchmarks.md); behind sleepers, the holding's one claimed spinner,
- * for about what a futex wake takes to reach a sleeper there (512 pauses:
- * 14 us). */
+ * for about the time a woken sleeper there takes to reach the key (512
+ * pauses: 14 us). */
 #define FL__SPIN_PAUSES 128
 #define FL__SPIN_CLAIMED_PAUSES 512
 

@@ -256,7 +256,7 @@
  * unchanged for x86-64, and added aarch64's CAS (casp or ldaxp/stlxp, with
  * the same contract): no step of the model changed, only where the code
  * lives. */
-/* C-VERSION: src/slot.c git-blob cac9e79d7b3b60e3c0e183193790d2d128edd8b8,
+/* C-VERSION: src/slot.c git-blob d1b019b18dba1d99a24619d9c99b2f73419a0688,
  *            src/arch/pair.h git-blob 45e7522c2cfac30b62696ad91b30a8c876593ed4 */
 
 #ifndef NC
