@@ -343,6 +343,16 @@ static long vol_switches(pid_t pid)
     return v;
 }
 
+/* Agent a waits for stop/key with FL_WAIT_FOREVER (its lease kept as
+ * `name`); returns once it is asleep in the kernel, the key's waiter count
+ * at `waiters`. */
+static void sleep_on_stop_key(ag *a, const char *name, fl_region *ro, uint32_t waiters)
+{
+    ag_send(a, "acq %s stop/key %llu -1", name, (unsigned long long)LONG_LEASE);
+    assert_true(ag_wait_waiters(ro, "stop/key", waiters, 20000));
+    assert_true(ag_wait_sleeping(a->c.pid, 20000));
+}
+
 /* A release wakes one sleeper, not all (issue: no thundering herd).  Four
  * waiters sleep; the holder releases; one of them takes the key and keeps
  * it.  The other three must not have been woken: their voluntary context
@@ -563,9 +573,7 @@ static void test_woken_waiter_stopped(void **state)
 
     ag_start(&W1, region);
     assert_int_equal(W1.open_rc, 0);
-    ag_send(&W1, "acq w stop/key %llu -1", (unsigned long long)LONG_LEASE);
-    assert_true(ag_wait_waiters(ro, "stop/key", 2, 20000));
-    assert_true(ag_wait_sleeping(W1.c.pid, 20000));
+    sleep_on_stop_key(&W1, "w", ro, 2);
 
     ag_reply rr = ag_do(&H, "rel h");
     assert_int_equal(rr.rc, 0);
@@ -634,9 +642,7 @@ static void test_woken_waiter_gives_up_while_held(void **state)
 
     ag_start(&W1, region);
     assert_int_equal(W1.open_rc, 0);
-    ag_send(&W1, "acq w stop/key %llu -1", (unsigned long long)LONG_LEASE);
-    assert_true(ag_wait_waiters(ro, "stop/key", 2, 20000));
-    assert_true(ag_wait_sleeping(W1.c.pid, 20000));
+    sleep_on_stop_key(&W1, "w", ro, 2);
 
     assert_int_equal(ag_do(&H, "rel h").rc, 0);
     expect_woken(W0.pid); /* the one wake went to W0 (first asleep) */
@@ -715,12 +721,8 @@ static void test_spinner_stopped_in_its_spin(void **state)
     pin_to(H.c.pid, cpu[0]);
     ag_reply rg = ag_do(&G, "acq g stop/key %llu 0", (unsigned long long)LONG_LEASE);
     assert_int_equal(rg.rc, 0);
-    ag_send(&H, "acq h stop/key %llu -1", (unsigned long long)LONG_LEASE);
-    assert_true(ag_wait_waiters(ro, "stop/key", 1, 20000));
-    assert_true(ag_wait_sleeping(H.c.pid, 20000));
-    ag_send(&W, "acq w stop/key %llu -1", (unsigned long long)LONG_LEASE);
-    assert_true(ag_wait_waiters(ro, "stop/key", 2, 20000));
-    assert_true(ag_wait_sleeping(W.c.pid, 20000));
+    sleep_on_stop_key(&H, "h", ro, 1);
+    sleep_on_stop_key(&W, "w", ro, 2);
     /* the one wake goes to H, asleep first; it leaves W asleep behind it */
     assert_int_equal(ag_do(&G, "rel g").rc, 0);
     ag_reply rh;
