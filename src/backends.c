@@ -49,22 +49,27 @@ int fl__backend_for(const char *name, const struct fl__backend **be)
         *be = &fl__shm_backend;
         return 0;
     }
+    /* etcd:// and etcds:// (TLS) */
+    bool etcd = (n == 4 && strncmp(name, "etcd", 4) == 0) ||
+                (n == 5 && strncmp(name, "etcds", 5) == 0);
 #ifdef FL_HAVE_ETCD
-    if (n == 4 && strncmp(name, "etcd", 4) == 0) {
+    if (etcd) {
         *be = &fl__etcd_backend;
         return 0;
     }
-    const char *serves = "region files and etcd:// clusters";
+    const char *serves = "region files and etcd:// or etcds:// clusters";
 #else
-    if (n == 4 && strncmp(name, "etcd", 4) == 0)
+    if (etcd)
         return fl__fail(-EPROTONOSUPPORT,
-                        "region %s: this libfencelock was built without etcd support "
+                        "region %.*s://...: this libfencelock was built without etcd support "
                         "(libcurl and jansson were not found when it was built)",
-                        name);
+                        (int)n, name);
     const char *serves = "region files";
 #endif
-    return fl__fail(-EPROTONOSUPPORT, "region %s: unknown scheme \"%.*s\": this build serves %s",
-                    name, (int)n, name, serves);
+    /* Only the scheme is shown: the rest may hold a user's password. */
+    return fl__fail(-EPROTONOSUPPORT, "region %.*s://...: unknown scheme \"%.*s\": this build "
+                                      "serves %s",
+                    (int)n, name, (int)n, name, serves);
 }
 
 int fl__unsupported(const fl_region *r, const char *fn)

@@ -57,6 +57,13 @@ int fl__etcd_open(const char *uri, bool readonly, struct fl__etcd **out)
     uint64_t epoch = 0;
     err = fl__etcd_epoch_load(&e->c, !readonly, &epoch);
     if (err) {
+        /* Name the region (as shown: the messages of the requests name
+         * only an endpoint). */
+        if (!strstr(fl_last_error(), e->c.uri.shown)) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", fl_last_error());
+            fl__set_error("region %s: %s", e->c.uri.shown, why);
+        }
         fl__etcd_close(e);
         return err;
     }

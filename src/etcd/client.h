@@ -29,6 +29,11 @@
  *   -ENOTRECOVERABLE  the cluster's revision went back in time under the same
  *                  token epoch (restored from a snapshot without
  *                  `fencelock etcd-epoch --bump`): see epoch.c
+ *   -EACCES        refused for who we are or are not, before any effect: a
+ *                  server certificate that does not verify, a client
+ *                  certificate the server rejects, a wrong password, a user
+ *                  without the permission, a cluster that wants a user
+ *                  (auth.c re-authenticates once when a token expired)
  *   -ENOMEM
  *
  * THREADS.  A client may be used by several threads at once: its endpoint
@@ -54,18 +59,31 @@
 void fl__etcd_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define fl__etcd_fail(err, ...) (fl__etcd_error(__VA_ARGS__), (err))
 
-/* ---- the region URI: etcd://HOST:PORT[,HOST:PORT...]/PREFIX ---- */
+/* ---- the region URI (uri.c) ----
+ *   etcd://[USER@]HOST:PORT[,HOST:PORT...]/PREFIX[?KEY=VALUE&...]   plain HTTP
+ *   etcds://...                                                    TLS */
 #define FL__ETCD_SCHEME "etcd://"
+#define FL__ETCD_TLS_SCHEME "etcds://"
 #define FL__ETCD_MAX_ENDPOINTS 16
 #define FL__ETCD_HOST_MAX 253 /* a DNS name */
 /* PREFIX: segments of [A-Za-z0-9._-] joined by single '/', none of them
  * "." or ".." or a name the layout uses under a prefix (lock, last, rec,
- * epoch): so no prefix's keys can be another prefix's (backend.c, LAYOUT). */
+ * epoch): so no prefix's keys can be another prefix's (etcd.h, LAYOUT). */
 #define FL__ETCD_PREFIX_MAX 128
+#define FL__ETCD_USER_MAX 128     /* etcd user name, bytes */
+#define FL__ETCD_FILE_MAX 4095    /* a file name of the query or the environment */
+#define FL__ETCD_URI_MAX 4096     /* the region string, with its NUL */
+/* Where credentials come from when the URI does not say (credentials.c). */
+#define FL__ETCD_CACERT_ENV "FENCELOCK_ETCD_CACERT"
+#define FL__ETCD_CERT_ENV "FENCELOCK_ETCD_CERT"
+#define FL__ETCD_KEY_ENV "FENCELOCK_ETCD_KEY"
+#define FL__ETCD_USER_ENV "FENCELOCK_ETCD_USER"
+#define FL__ETCD_PASSWORD_FILE_ENV "FENCELOCK_ETCD_PASSWORD_FILE"
+#define FL__ETCD_PASSWORD_ENV "FENCELOCK_ETCD_PASSWORD"
 
 struct fl__etcd_endpoint {
     char name[FL__ETCD_HOST_MAX + 8]; /* "host:port", for messages */
-    char url[FL__ETCD_HOST_MAX + 16]; /* "http://host:port" */
+    char url[FL__ETCD_HOST_MAX + 17]; /* "http://host:port" or "https://host:port" */
 };
 
 struct fl__etcd_uri {
@@ -73,12 +91,25 @@ struct fl__etcd_uri {
     unsigned n;
     char prefix[FL__ETCD_PREFIX_MAX + 1];
     size_t prefix_len;
+    bool tls;                             /* etcds:// */
+    char shown[FL__ETCD_URI_MAX];         /* the string, any password masked: for messages */
+    char user[FL__ETCD_USER_MAX + 1];     /* "" : none (decoded) */
+    /* The query's files ("": not given; credentials.c fills them from the
+     * environment then). */
+    char cacert[FL__ETCD_FILE_MAX + 1];
+    char cert[FL__ETCD_FILE_MAX + 1];
+    char key[FL__ETCD_FILE_MAX + 1];
+    char password_file[FL__ETCD_FILE_MAX + 1];
 };
 
-/* True if name starts with "etcd://". */
+/* True if name starts with "etcd://" or "etcds://". */
 bool fl__etcd_is_uri(const char *name);
-/* Parse uri: 0, or -EINVAL saying what is wrong (fl__etcd_error). */
+/* Parse uri: 0, or -EINVAL saying what is wrong (fl__etcd_error).  Reads no
+ * environment and no file. */
 int fl__etcd_uri_parse(const char *uri, struct fl__etcd_uri *out);
+/* uri with the password of a "scheme://user:password@" masked ("***"), into
+ * out: what may be shown of a string that a user may have written wrongly. */
+void fl__etcd_uri_mask(const char *uri, char *out, size_t cap);
 
 /* ---- base64 (RFC 4648, with padding: what the gateway speaks) ---- */
 /* A NUL-terminated encoding of n bytes (malloc'd), or NULL (out of memory). */
@@ -115,12 +146,52 @@ struct fl__etcd_client {
      * revision a linearizable kv answer has shown this client.  A kv answer
      * below it under the same epoch means the cluster went back. */
     _Atomic uint64_t seen;
+
+    /* The user's password (credentials.c): NULL without a user; wiped and
+     * freed by fl__etcd_client_destroy.  Never in a message. */
+    char *password;
+    /* etcd's auth token for the user (auth.c), under auth_lock: NULL until
+     * the first request (or after etcd refused it); auth_gen counts the
+     * tokens obtained, so that of several threads refused with one token only
+     * the first asks for a new one; auth_off is set when the cluster answered
+     * that authentication is not enabled (no token is sent then). */
+    pthread_mutex_t auth_lock;
+    char *token;
+    uint64_t auth_gen;
+    bool auth_off;
+
+    /* fl_close's deadline (CLOCK_MONOTONIC ns, 0: none): no attempt of a
+     * request outlasts it, and none starts after it (fl__etcd_client_closing).
+     * relaxed: a time, read by each attempt; nothing else is ordered by it. */
+    _Atomic uint64_t close_deadline;
 };
 
-/* Parse uri and set up c (no request is sent).  0, -EINVAL, -ENOMEM. */
+/* Parse uri, take the credentials it and the environment name (TLS files,
+ * user, password: credentials.c), and set up c.  No request is sent.  0,
+ * -EINVAL (a malformed URI, an option out of range, a user without a
+ * password), -ENOENT/-EACCES/... (a file named that cannot be read, with
+ * its name), -ENOMEM. */
 int fl__etcd_client_init(struct fl__etcd_client *c, const char *uri);
-/* Free the pooled handles.  No request may be in flight. */
+/* Free the pooled handles and the credentials.  No request may be in
+ * flight. */
 void fl__etcd_client_destroy(struct fl__etcd_client *c);
+/* From now on every request ends within one request timeout of this call
+ * (fl_close: requests of other threads in flight too). */
+void fl__etcd_client_closing(struct fl__etcd_client *c);
+
+/* ---- credentials (credentials.c) and the auth token (auth.c) ---- */
+/* Fill c->uri's files and user from the environment where the URI left them
+ * out, check that each file can be read, and read the password.  See
+ * client_init for the errors. */
+int fl__etcd_creds_load(struct fl__etcd_client *c);
+/* The header line "Authorization: TOKEN" to send (malloc'd; NULL when no
+ * token is needed) and the token's generation; authenticates first when no
+ * token is held.  0, -EACCES (refused: wrong password, ...), or the
+ * request's error. */
+int fl__etcd_auth_header(struct fl__etcd_client *c, char **line, uint64_t *gen);
+/* etcd refused the token of generation gen (expired, or the auth store
+ * moved on): authenticate again, unless another thread did since. */
+int fl__etcd_auth_refresh(struct fl__etcd_client *c, uint64_t gen);
 
 /* A request's answer; every field is the caller's to read after the call,
  * and fl__etcd_reply_free() releases it (also after a failed call). */
@@ -145,11 +216,9 @@ void fl__etcd_reply_free(struct fl__etcd_reply *rp);
 #define FL__ETCD_GUARD 0x8u      /* a kv answer that numbers a token (an acquire):
                                     below the history mark under the same epoch it
                                     fails closed, -ENOTRECOVERABLE (epoch.c) */
-#define FL__ETCD_ONCE 0x10u      /* a write that must not take effect twice unknown to
-                                    the caller (a commit, a release, an epoch bump): sent
-                                    on a fresh connection, because curl sends a request
-                                    again by itself when a kept-alive connection dies
-                                    before any answer */
+#define FL__ETCD_NOAUTH 0x10u    /* carries no token and is never re-authenticated
+                                    (the authentication request itself) */
+#define FL__ETCD_SECRET 0x20u    /* the body holds a secret: wiped after the request */
 #define FL__ETCD_IDEMPOTENT 0x4u /* may be sent again, and an attempt lost after it was
                                     sent leaves nothing that matters: a read, a lease
                                     grant (a lease nobody uses ends by itself), a
@@ -276,6 +345,8 @@ int fl__etcd_watch_open(struct fl__etcd_client *c, const void *key, size_t klen,
                                 look again) */
 #define FL__WATCH_FD 2       /* extra_fd became readable */
 #define FL__WATCH_LOST 3     /* the stream ended or broke: look again later */
+#define FL__WATCH_REFUSED 4  /* etcd refused the watch for our credentials (the
+                                reason is in the error): -EACCES */
 /* Sleep until one of the above, at most timeout_ms; extra_fd (-1: none) is
  * polled alongside. */
 int fl__etcd_watch_wait(struct fl__etcd_watch *w, int extra_fd, int timeout_ms);
@@ -314,6 +385,11 @@ int fl__etcd_post_nocheck(struct fl__etcd_client *c, const char *path, const cha
  * and its return. */
 CURL *fl__etcd_handle_get(struct fl__etcd_client *c);
 void fl__etcd_handle_put(struct fl__etcd_client *c, CURL *h);
+/* The headers of a request: the JSON content type, no 100-continue, and
+ * auth_line (NULL: none); NULL when out of memory.  Freed (and wiped: a
+ * token) by fl__etcd_headers_free. */
+struct curl_slist *fl__etcd_headers(const char *auth_line);
+void fl__etcd_headers_free(struct curl_slist *h);
 
 /* Monotonic time, ns, and the units the client converts between. */
 uint64_t fl__etcd_now_ns(void);

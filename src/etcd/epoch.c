@@ -250,7 +250,7 @@ int fl__etcd_epoch_bump(struct fl__etcd_client *c, uint64_t at_least, uint64_t *
                                                  FL__ETCD_END),
                                    NULL);
         struct fl__etcd_reply rp;
-        err = fl__etcd_post_nocheck(c, "/v3/kv/txn", "txn bump epoch", req, FL__ETCD_ONCE,
+        err = fl__etcd_post_nocheck(c, "/v3/kv/txn", "txn bump epoch", req, 0,
                                     &rp);
         json_decref(req);
         if (err == -EREMOTEIO)

@@ -4,33 +4,49 @@
  * the endpoints in turn, each with a per-request timeout, and the sorting of
  * what comes back into the answer classes of client.h.
  *
- * WHICH FAILURES MAY BE RETRIED ON THE NEXT ENDPOINT.  A request that never
- * left this host (connection refused, host unreachable, a connect that
- * timed out: curl sent no byte of it) had no effect anywhere: the next
- * endpoint is tried, and if none answers the call fails with -EHOSTUNREACH.
- * A request that was sent and then timed out, or whose connection broke, or
- * that etcd answered with "request timed out" or "leader changed", may
- * still take effect (a member stopped by SIGSTOP reads it when it resumes;
- * a proposal may commit after its deadline): only a caller that says
- * FL__ETCD_REPEATABLE gets it sent again, and is told (rp->ambiguous) that
- * the first attempt may have happened; any other caller gets -EAGAIN, the
- * outcome unknown.  etcd's "no leader", "too many requests" and "not
- * capable" refuse a request before it is proposed: the next endpoint is
- * tried.
+ * WHICH FAILURES MAY BE RETRIED ON THE NEXT ENDPOINT.  A request of which no
+ * byte of the body was handed to curl (a connection refused, a host
+ * unreachable, a connect or TLS handshake that failed or timed out) had no
+ * effect anywhere: the next endpoint is tried, and if none answers the call
+ * fails with -EHOSTUNREACH.  Once any byte of the body went out, the request
+ * may take effect even if no answer comes (a member stopped by SIGSTOP reads
+ * it when it resumes; a proposal may commit after its deadline), as it may
+ * when etcd answered "request timed out" or "leader changed": only a caller
+ * that says FL__ETCD_REPEATABLE gets it sent again, and is told
+ * (rp->ambiguous) that the first attempt may have happened; any other caller
+ * gets -EAGAIN, the outcome unknown.  etcd's "no leader", "too many
+ * requests" and "not capable" refuse a request before it is proposed: the
+ * next endpoint is tried.
+ *
+ * curl by itself sends a request again, on a new connection, when a
+ * kept-alive connection turns out dead before any byte of the answer came;
+ * if that new connection then fails, its error says "could not connect"
+ * about a request that did go out the first time.  So curl never gets to
+ * resend: the body comes from a read callback whose seek (the rewind a
+ * resend needs) fails once a byte was handed out, and "was a byte handed
+ * out" is what decides between "not sent" and "unknown" above.  Requests
+ * that may be repeated (reads, lease requests, repeatable writes) are sent
+ * once more on a fresh connection to the same endpoint in that case;
+ * others answer -EAGAIN.  Connections stay kept alive (and TLS sessions
+ * with them): no handshake per request.
+ *
+ * REFUSED FOR WHO WE ARE.  A server certificate that does not verify (chain,
+ * host name or IP), a client certificate the server rejects (a TLS alert
+ * about it), a certificate with a CommonName that etcd's gateway refuses
+ * under RBAC, a wrong password, a user without the permission: -EACCES at
+ * once, with etcd's (or TLS's) reason and the endpoint, not after trying
+ * every endpoint; nothing was done.  A token that etcd no longer takes
+ * (expired, or the auth store moved on) is replaced once (auth.c) and the
+ * request sent again: that refusal, too, comes before any effect.
  *
  * After a timeout the preferred endpoint moves on, so that the next request
- * does not wait on the same dead member first.
- *
- * curl itself sends a request again, on a new connection, when a kept-alive
- * connection turns out dead before any byte of the answer came: harmless
- * for reads and for writes that recognise their own repetition, but a
- * commit, a release or an epoch bump applied twice would answer as if
- * someone else had got there first.  Those (FL__ETCD_ONCE) go on a fresh
- * connection, which curl never retries.
+ * does not wait on the same dead member first.  fl_close sets a deadline
+ * (fl__etcd_client_closing): no attempt lasts past it and none starts after.
  *
  * Proxies: none, whatever the environment says (CURLOPT_PROXY ""); a lock
  * service reached through a proxy that retries or caches requests would
- * lose the answer classes above.
+ * lose the answer classes above.  HTTP/1.1 only, over TLS too: no stream
+ * multiplexing whose refused streams curl would retry on its own.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -83,8 +99,20 @@ int fl__etcd_client_init(struct fl__etcd_client *c, const char *uri)
     atomic_init(&c->current, 0);
     atomic_init(&c->epoch, 0);
     atomic_init(&c->seen, 0);
+    atomic_init(&c->close_deadline, 0);
     pthread_mutex_init(&c->pool_lock, NULL);
-    return 0;
+    pthread_mutex_init(&c->auth_lock, NULL);
+    err = fl__etcd_creds_load(c);
+    if (err)
+        fl__etcd_client_destroy(c);
+    return err;
+}
+
+static void fl__wipe_free(char *s)
+{
+    if (s)
+        explicit_bzero(s, strlen(s));
+    free(s);
 }
 
 void fl__etcd_client_destroy(struct fl__etcd_client *c)
@@ -93,6 +121,17 @@ void fl__etcd_client_destroy(struct fl__etcd_client *c)
         curl_easy_cleanup(c->idle[i]);
     c->n_idle = 0;
     pthread_mutex_destroy(&c->pool_lock);
+    pthread_mutex_destroy(&c->auth_lock);
+    fl__wipe_free(c->password);
+    fl__wipe_free(c->token);
+    c->password = c->token = NULL;
+}
+
+void fl__etcd_client_closing(struct fl__etcd_client *c)
+{
+    atomic_store_explicit(&c->close_deadline,
+                          fl__etcd_now_ns() + (uint64_t)c->timeout_ms * FL__ETCD_NS_PER_MS,
+                          memory_order_relaxed);
 }
 
 void fl__etcd_reply_free(struct fl__etcd_reply *rp)
@@ -133,22 +172,37 @@ static size_t fl__write_cb(char *data, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
-/* ---- the pool ---- */
-/* One header list for every handle of the process, built once:
- * "Expect:" keeps curl from waiting for a 100-continue on bodies over 1 KiB.
- * Never freed (like curl's global state). */
-static struct curl_slist *fl__header_list;
-static void fl__headers_build(void)
+/* ---- the request body, which curl can never send twice ---- */
+struct fl__body {
+    const char *p;
+    size_t n, off;
+    bool handed; /* a byte went to curl: the request may have reached etcd */
+};
+
+static size_t fl__read_cb(char *dst, size_t size, size_t nmemb, void *arg)
 {
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    if (h) {
-        struct curl_slist *h2 = curl_slist_append(h, "Expect:");
-        if (h2)
-            h = h2;
-    }
-    fl__header_list = h;
+    struct fl__body *b = arg;
+    size_t n = size * nmemb;
+    if (n > b->n - b->off)
+        n = b->n - b->off;
+    memcpy(dst, b->p + b->off, n);
+    b->off += n;
+    if (n)
+        b->handed = true;
+    return n;
 }
-static pthread_once_t fl__headers_once = PTHREAD_ONCE_INIT;
+
+/* The rewind a resend needs: refused once a byte went out (see the top). */
+static int fl__seek_cb(void *arg, curl_off_t offset, int origin)
+{
+    struct fl__body *b = arg;
+    if (b->handed || origin != SEEK_SET || offset != 0)
+        return CURL_SEEKFUNC_FAIL;
+    b->off = 0;
+    return CURL_SEEKFUNC_OK;
+}
+
+/* ---- the pool ---- */
 
 CURL *fl__etcd_handle_get(struct fl__etcd_client *c)
 {
@@ -157,22 +211,43 @@ CURL *fl__etcd_handle_get(struct fl__etcd_client *c)
     pthread_mutex_unlock(&c->pool_lock);
     if (h)
         return h;
-    pthread_once(&fl__headers_once, fl__headers_build);
     h = curl_easy_init();
     if (!h)
         return NULL;
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L); /* threads; no SIGALRM for DNS timeouts */
     curl_easy_setopt(h, CURLOPT_PROXY, "");    /* never a proxy from the environment */
     curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+    const char *proto = c->uri.tls ? "https" : "http";
 #if LIBCURL_VERSION_NUM >= 0x075500
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, proto);
+#else
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS, c->uri.tls ? CURLPROTO_HTTPS : CURLPROTO_HTTP);
+    (void)proto;
 #endif
+    curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, fl__header_list);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, fl__write_cb);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->connect_ms);
+    if (c->uri.tls) {
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L); /* the name or IP in the certificate */
+        curl_easy_setopt(h, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+        if (c->uri.cacert[0]) {
+            /* The cluster's own CA, and only it (no system store beside). */
+            curl_easy_setopt(h, CURLOPT_CAINFO, c->uri.cacert);
+            curl_easy_setopt(h, CURLOPT_CAPATH, NULL);
+        }
+        if (c->uri.cert[0]) {
+            curl_easy_setopt(h, CURLOPT_SSLCERT, c->uri.cert);
+            curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+            curl_easy_setopt(h, CURLOPT_SSLKEY, c->uri.key[0] ? c->uri.key : c->uri.cert);
+            curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+            /* An encrypted key fails instead of prompting on the terminal. */
+            curl_easy_setopt(h, CURLOPT_KEYPASSWD, "");
+        }
+    }
     return h;
 }
 
@@ -180,6 +255,11 @@ void fl__etcd_handle_put(struct fl__etcd_client *c, CURL *h)
 {
     if (!h)
         return;
+    /* Nothing of the last request stays pointed at (it is freed). */
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+    curl_easy_setopt(h, CURLOPT_READDATA, NULL);
+    curl_easy_setopt(h, CURLOPT_SEEKDATA, NULL);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, NULL);
     pthread_mutex_lock(&c->pool_lock);
     if (c->n_idle < FL__ETCD_POOL) {
         c->idle[c->n_idle++] = h;
@@ -190,12 +270,43 @@ void fl__etcd_handle_put(struct fl__etcd_client *c, CURL *h)
         curl_easy_cleanup(h);
 }
 
+struct curl_slist *fl__etcd_headers(const char *auth_line)
+{
+    /* "Expect:" keeps curl from waiting for a 100-continue on large bodies. */
+    static const char *const fixed[] = {"Content-Type: application/json", "Expect:"};
+    struct curl_slist *h = NULL;
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        struct curl_slist *n = curl_slist_append(h, fixed[i]);
+        if (!n)
+            goto nomem;
+        h = n;
+    }
+    if (auth_line) {
+        struct curl_slist *n = curl_slist_append(h, auth_line);
+        if (!n)
+            goto nomem;
+        h = n;
+    }
+    return h;
+nomem:
+    fl__etcd_headers_free(h);
+    return NULL;
+}
+
+void fl__etcd_headers_free(struct curl_slist *h)
+{
+    for (struct curl_slist *p = h; p; p = p->next)
+        explicit_bzero(p->data, strlen(p->data)); /* a token among them */
+    curl_slist_free_all(h);
+}
+
 /* ---- one request ---- */
 
 /* What one attempt on one endpoint came to. */
 enum fl__attempt {
     FL__A_ANSWER,    /* 200 and a JSON object */
     FL__A_REFUSED,   /* a definite gRPC refusal */
+    FL__A_DENIED,    /* refused for who we are (TLS, certificate): -EACCES */
     FL__A_NOT_SENT,  /* had no effect: try the next endpoint */
     FL__A_UNKNOWN,   /* sent, no definite answer: may have taken effect */
     FL__A_GARBAGE,   /* not etcd's answer */
@@ -223,38 +334,109 @@ static enum fl__attempt fl__classify_refusal(int code, const char *msg)
     }
 }
 
-static enum fl__attempt fl__attempt(CURL *h,
-                                    const struct fl__etcd_endpoint *ep, const char *path,
-                                    const char *body, size_t body_len, struct fl__etcd_reply *rp,
-                                    char *why, size_t whycap)
+/* What a definite refusal says of our credentials. */
+enum fl__auth_class {
+    FL__AUTH_NONE,  /* nothing: the caller decides what the refusal means */
+    FL__AUTH_STALE, /* the token: get a new one and send again (auth.c) */
+    FL__AUTH_DENIED /* who we are: -EACCES */
+};
+
+static enum fl__auth_class fl__auth_class(int code, const char *msg)
 {
+    if (fl__contains(msg, "invalid auth token") || fl__contains(msg, "auth store is old") ||
+        fl__contains(msg, "user name is empty") || code == 16 /* Unauthenticated */)
+        return FL__AUTH_STALE;
+    if (fl__contains(msg, "permission denied") || fl__contains(msg, "authentication failed") ||
+        fl__contains(msg, "user name not found") || code == 7 /* PermissionDenied */)
+        return FL__AUTH_DENIED;
+    return FL__AUTH_NONE;
+}
+
+/* A failed transfer that is TLS refusing us: the server's certificate did
+ * not verify, ours was rejected (the server's alert names it), a file of
+ * ours cannot be used.  Nothing was done: the handshake never completed. */
+static bool fl__tls_refusal(CURLcode rc, const char *msg)
+{
+    switch (rc) {
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+        return true;
+    default:
+        break;
+    }
+    return fl__contains(msg, "alert") &&
+           (fl__contains(msg, "certificate") || fl__contains(msg, "unknown ca") ||
+            fl__contains(msg, "access denied"));
+}
+
+/* How long the next attempt may last (ms), 0 if fl_close's deadline passed. */
+static long fl__attempt_ms(struct fl__etcd_client *c, unsigned ms)
+{
+    uint64_t d = atomic_load_explicit(&c->close_deadline, memory_order_relaxed);
+    if (!d)
+        return (long)ms;
+    uint64_t now = fl__etcd_now_ns();
+    if (now >= d)
+        return 0;
+    uint64_t left = FL__ETCD_CEIL_MS(d - now);
+    return (long)(left < ms ? left : ms);
+}
+
+/* One attempt.  *resend: the failure was curl's wish to send the body
+ * again on a new connection (a kept-alive one died before any answer). */
+static enum fl__attempt fl__attempt(struct fl__etcd_client *c, CURL *h,
+                                    const struct fl__etcd_endpoint *ep, const char *path,
+                                    const char *body, size_t body_len, bool fresh,
+                                    struct fl__etcd_reply *rp, char *why, size_t whycap,
+                                    bool *resend)
+{
+    *resend = false;
+    snprintf(rp->endpoint, sizeof rp->endpoint, "%s", ep->name);
+    long ms = fl__attempt_ms(c, c->timeout_ms);
+    if (ms == 0) {
+        snprintf(why, whycap, "not sent: the handle is closing and its time (one request "
+                              "timeout) is spent");
+        return FL__A_NOT_SENT;
+    }
     char url[sizeof ep->url + 64];
     snprintf(url, sizeof url, "%s%s", ep->url, path);
     struct fl__buf b = {0};
+    struct fl__body in = {.p = body, .n = body_len};
     curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, fl__read_cb);
+    curl_easy_setopt(h, CURLOPT_READDATA, &in);
+    curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, fl__seek_cb);
+    curl_easy_setopt(h, CURLOPT_SEEKDATA, &in);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, ms);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->connect_ms < ms ? (long)c->connect_ms
+                                                                             : ms);
+    curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, fresh ? 1L : 0L);
     char errbuf[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
     CURLcode rc = curl_easy_perform(h);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
-    snprintf(rp->endpoint, sizeof rp->endpoint, "%s", ep->name);
     enum fl__attempt a;
     if (rc != CURLE_OK) {
-        long sent = 0;
-        curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &sent);
         if (b.too_big) {
             snprintf(why, whycap, "the answer exceeds %u bytes", FL__ETCD_BODY_MAX);
             a = FL__A_GARBAGE;
-        } else if (rc == CURLE_OUT_OF_MEMORY || (rc == CURLE_WRITE_ERROR && !b.too_big)) {
+        } else if (rc == CURLE_OUT_OF_MEMORY || rc == CURLE_WRITE_ERROR) {
             a = FL__A_NOMEM;
         } else {
             snprintf(why, whycap, "%s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
-            /* Nothing of the request left this host: it had no effect. */
-            bool not_sent = sent == 0 || rc == CURLE_COULDNT_CONNECT ||
-                            rc == CURLE_COULDNT_RESOLVE_HOST;
-            a = not_sent ? FL__A_NOT_SENT : FL__A_UNKNOWN;
+            if (fl__tls_refusal(rc, why))
+                a = FL__A_DENIED;
+            else /* no byte of the body left this process: no effect (see the top) */
+                a = in.handed ? FL__A_UNKNOWN : FL__A_NOT_SENT;
+            *resend = rc == CURLE_SEND_FAIL_REWIND;
         }
         free(b.p);
         return a;
@@ -264,23 +446,40 @@ static enum fl__attempt fl__attempt(CURL *h,
     json_error_t jerr;
     json_t *j = b.p ? json_loadb(b.p, b.n, JSON_REJECT_DUPLICATES, &jerr) : NULL;
     if (!j || !json_is_object(j)) {
-        snprintf(why, whycap, "HTTP %ld with %s: '%.60s'", status,
-                 j ? "a JSON value that is not an object" : "an answer that is not JSON",
-                 b.p ? b.p : "");
+        if (status == 400 && b.p && fl__contains(b.p, "CommonName")) {
+            snprintf(why, whycap, "etcd's gateway refuses a client certificate that carries a "
+                                  "CommonName when authentication is on (issue it without a CN: "
+                                  "docs/etcd.md): '%.100s'",
+                     b.p);
+            a = FL__A_DENIED;
+        } else {
+            snprintf(why, whycap, "HTTP %ld with %s: '%.60s'", status,
+                     j ? "a JSON value that is not an object" : "an answer that is not JSON",
+                     b.p ? b.p : "");
+            a = FL__A_GARBAGE;
+        }
         json_decref(j);
         free(b.p);
-        return FL__A_GARBAGE;
+        return a;
     }
     free(b.p);
-    if (status == 200) {
+    /* An error: {"error": "...", "message": "...", "code": N}; on a streaming
+     * endpoint (keepalive), HTTP 200 and {"error": {"grpc_code": N,
+     * "message": "..."}}. */
+    json_t *err = json_object_get(j, "error");
+    json_t *code = NULL, *msg = NULL;
+    if (status == 200 && json_is_object(err)) {
+        code = json_object_get(err, "grpc_code");
+        msg = json_object_get(err, "message");
+    } else if (status == 200) {
         rp->body = j;
         return FL__A_ANSWER;
+    } else {
+        code = json_object_get(j, "code");
+        msg = json_object_get(j, "message");
+        if (!msg)
+            msg = err;
     }
-    /* An error: {"error": "...", "message": "...", "code": N} */
-    json_t *code = json_object_get(j, "code");
-    json_t *msg = json_object_get(j, "message");
-    if (!msg)
-        msg = json_object_get(j, "error");
     if (!json_is_integer(code) || !json_is_string(msg)) {
         snprintf(why, whycap, "HTTP %ld without etcd's error code and message", status);
         json_decref(j);
@@ -292,6 +491,28 @@ static enum fl__attempt fl__attempt(CURL *h,
     json_decref(j);
     snprintf(why, whycap, "%s (code %d)", rp->message, rp->grpc_code);
     return fl__classify_refusal(rp->grpc_code, rp->message);
+}
+
+/* A definite refusal about credentials: -EACCES with etcd's reason. */
+static int fl__denied(const struct fl__etcd_client *c, const struct fl__etcd_reply *rp,
+                      const char *op)
+{
+    const char *hint = "";
+    char buf[FL__ETCD_PREFIX_MAX + FL__ETCD_USER_MAX + 160];
+    if (!c->password) {
+        snprintf(buf, sizeof buf,
+                 ": the cluster requires a user (etcds://USER@HOST:PORT/PREFIX or $%s, with "
+                 "password-file=FILE, $%s or $%s)",
+                 FL__ETCD_USER_ENV, FL__ETCD_PASSWORD_FILE_ENV, FL__ETCD_PASSWORD_ENV);
+        hint = buf;
+    } else if (fl__contains(rp->message, "permission denied")) {
+        snprintf(buf, sizeof buf, ": user \"%s\" needs read-write on %s/ (docs/etcd.md, "
+                                  "Securing the connection)",
+                 c->uri.user, c->uri.prefix);
+        hint = buf;
+    }
+    return fl__etcd_fail(-EACCES, "etcd %s %s refused: %s (code %d)%s", rp->endpoint, op,
+                         rp->message, rp->grpc_code, hint);
 }
 
 static int fl__post_raw(struct fl__etcd_client *c, const char *path, const char *op, json_t *req,
@@ -306,35 +527,76 @@ static int fl__post_raw(struct fl__etcd_client *c, const char *path, const char 
     rp->revision = 0;
     if (!req)
         return fl__etcd_fail(-ENOMEM, "etcd %s: out of memory building the request", op);
-    char *body = json_dumps(req, JSON_COMPACT);
-    if (!body)
-        return fl__etcd_fail(-ENOMEM, "etcd %s: out of memory building the request", op);
-    size_t body_len = strlen(body);
-    CURL *h = fl__etcd_handle_get(c);
-    if (!h) {
-        free(body);
-        return fl__etcd_fail(-ENOMEM, "etcd %s: cannot make a curl handle", op);
+    char *auth = NULL;
+    uint64_t gen = 0;
+    if (!(flags & FL__ETCD_NOAUTH)) {
+        int err = fl__etcd_auth_header(c, &auth, &gen);
+        if (err)
+            return err;
     }
-    /* A request that must not take effect twice goes on a connection of
-     * its own: curl resends a request by itself only on a kept-alive one. */
-    curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, (flags & FL__ETCD_ONCE) ? 1L : 0L);
+    char *body = json_dumps(req, JSON_COMPACT);
+    struct curl_slist *hdrs = body ? fl__etcd_headers(auth) : NULL;
+    fl__wipe_free(auth);
+    CURL *h = hdrs ? fl__etcd_handle_get(c) : NULL;
+    int err = -EHOSTUNREACH;
+    if (!h) {
+        err = fl__etcd_fail(-ENOMEM, "etcd %s: out of memory building the request", op);
+        goto out;
+    }
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    size_t body_len = strlen(body);
     unsigned n = c->uri.n;
     /* relaxed: a hint (see client.h) */
     unsigned first = atomic_load_explicit(&c->current, memory_order_relaxed) % n;
     char tried[1024] = "";
     size_t tlen = 0;
-    int err = -EHOSTUNREACH;
+    bool reauthed = false, resent = false, fresh = false;
     for (unsigned k = 0; k < n; k++) {
         unsigned i = (first + k) % n;
         const struct fl__etcd_endpoint *ep = &c->uri.ep[i];
         char why[320] = "";
-        enum fl__attempt a = fl__attempt(h, ep, path, body, body_len, rp, why, sizeof why);
+        bool resend = false;
+        enum fl__attempt a =
+            fl__attempt(c, h, ep, path, body, body_len, fresh, rp, why, sizeof why, &resend);
+        fresh = false;
+        if (a == FL__A_REFUSED && !(flags & FL__ETCD_NOAUTH)) {
+            enum fl__auth_class ac = fl__auth_class(rp->grpc_code, rp->message);
+            if (ac == FL__AUTH_STALE && c->password && !reauthed) {
+                /* A token etcd no longer takes: a new one, and the same
+                 * request again (the refusal had no effect: auth.c). */
+                err = fl__etcd_auth_refresh(c, gen);
+                if (err)
+                    goto out;
+                reauthed = true;
+                err = fl__etcd_auth_header(c, &auth, &gen);
+                struct curl_slist *h2 = err ? NULL : fl__etcd_headers(auth);
+                fl__wipe_free(auth);
+                auth = NULL;
+                if (!err && !h2)
+                    err = fl__etcd_fail(-ENOMEM, "out of memory");
+                if (err)
+                    goto out;
+                fl__etcd_headers_free(hdrs);
+                hdrs = h2;
+                curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+                k--;
+                continue;
+            }
+            if (ac != FL__AUTH_NONE) {
+                err = fl__denied(c, rp, op);
+                goto out;
+            }
+        }
         if (a == FL__A_ANSWER || a == FL__A_REFUSED) {
             if (i != first)
                 atomic_store_explicit(&c->current, i, memory_order_relaxed);
             err = a == FL__A_ANSWER ? 0 : -EREMOTEIO;
             if (err)
                 fl__etcd_error("etcd %s %s: %s", ep->name, op, why);
+            goto out;
+        }
+        if (a == FL__A_DENIED) {
+            err = fl__etcd_fail(-EACCES, "etcd %s %s: refused: %s", ep->name, op, why);
             goto out;
         }
         if (a == FL__A_GARBAGE) {
@@ -349,8 +611,7 @@ static int fl__post_raw(struct fl__etcd_client *c, const char *path, const char 
         if (tlen < sizeof tried)
             tlen += (size_t)snprintf(tried + tlen, sizeof tried - tlen, "%s%s: %s",
                                      k ? "; " : "", ep->name, why);
-        /* Move the preferred endpoint past this one. */
-        atomic_store_explicit(&c->current, (i + 1) % n, memory_order_relaxed);
+        bool again = flags & (FL__ETCD_IDEMPOTENT | FL__ETCD_REPEATABLE);
         if (a == FL__A_UNKNOWN && !(flags & FL__ETCD_IDEMPOTENT)) {
             if (!(flags & FL__ETCD_REPEATABLE)) {
                 err = fl__etcd_fail(-EAGAIN,
@@ -361,6 +622,16 @@ static int fl__post_raw(struct fl__etcd_client *c, const char *path, const char 
             }
             rp->ambiguous = true;
         }
+        if (resend && again && !resent) {
+            /* A kept-alive connection that had died: the same endpoint once
+             * more, on a connection of its own. */
+            resent = true;
+            fresh = true;
+            k--;
+            continue;
+        }
+        /* Move the preferred endpoint past this one. */
+        atomic_store_explicit(&c->current, (i + 1) % n, memory_order_relaxed);
     }
     if (rp->ambiguous)
         err = fl__etcd_fail(-EAGAIN,
@@ -371,7 +642,11 @@ static int fl__post_raw(struct fl__etcd_client *c, const char *path, const char 
         err = fl__etcd_fail(-EHOSTUNREACH, "etcd %s: no endpoint answered (timeout %u ms): %s",
                             op, c->timeout_ms, tried);
 out:
-    fl__etcd_handle_put(c, h);
+    if (h)
+        fl__etcd_handle_put(c, h);
+    fl__etcd_headers_free(hdrs);
+    if (body && (flags & FL__ETCD_SECRET))
+        explicit_bzero(body, strlen(body));
     free(body);
     return err;
 }
@@ -413,7 +688,7 @@ int fl__etcd_refusal(const struct fl__etcd_reply *rp)
         err = -ENOSPC;
     else if (fl__contains(m, "too large"))
         err = -EMSGSIZE;
-    else if (rp->grpc_code == 7 || rp->grpc_code == 16)
+    else if (fl__auth_class(rp->grpc_code, m) != FL__AUTH_NONE)
         err = -EACCES;
     return fl__etcd_fail(err, "etcd %s %s refused: %s (code %d)", rp->endpoint, rp->op, m,
                          rp->grpc_code);

@@ -696,13 +696,21 @@ int fl__etcd_acquire(struct fl__etcd *e, const char *key, uint64_t lease_ns, int
             ms = FL__ETCD_SLICE_MS;
         struct fl__etcd_watch *w = NULL;
         int got;
-        if (fl__etcd_watch_open(&e->c, k.lock, k.lock_len, t.revision + 1, &w) == 0) {
+        int werr = fl__etcd_watch_open(&e->c, k.lock, k.lock_len, t.revision + 1, &w);
+        if (werr == 0) {
             got = fl__etcd_watch_wait(w, cfd, (int)ms);
             fl__etcd_watch_close(w);
+        } else if (werr == -EACCES) {
+            err = werr;
+            break;
         } else
             got = FL__WATCH_LOST;
         if (got == FL__WATCH_FD && !fl__cancel_woke(cancel, cfd))
             got = FL__WATCH_TIMEOUT; /* a stale wake: look again */
+        if (got == FL__WATCH_REFUSED) {
+            err = fl__fail(-EACCES, "%s", fl_last_error());
+            break;
+        }
         if (got == FL__WATCH_LOST) {
             /* No alarm clock: nap, a little longer each time. */
             uint64_t nap = (uint64_t)backoff < ms ? (uint64_t)backoff : ms;
@@ -832,7 +840,7 @@ static int fl__release_as(struct fl__etcd *e, const char *key, uint64_t token, u
         fl__etcd_list(fl__etcd_op_txn(inner), FL__ETCD_END));
     struct fl__etcd_reply rp;
     int err = fl__etcd_post(&e->c, "/v3/kv/txn", "release txn", req,
-                            FL__ETCD_REPEATABLE | FL__ETCD_KV | FL__ETCD_ONCE, &rp);
+                            FL__ETCD_REPEATABLE | FL__ETCD_KV, &rp);
     json_decref(req);
     if (err == -EREMOTEIO)
         err = fl__etcd_refusal(&rp);

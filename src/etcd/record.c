@@ -139,7 +139,7 @@ static int fl__commit_txn(struct fl__etcd *e, const char *key, size_t klen, uint
     struct fl__etcd_reply rp;
     /* Never repeated (see the top of the file). */
     int err = fl__etcd_post(&e->c, "/v3/kv/txn", "commit txn", req,
-                            FL__ETCD_KV | FL__ETCD_ONCE, &rp);
+                            FL__ETCD_KV, &rp);
     json_decref(req);
     if (err == -EAGAIN) {
         char why[512];

@@ -2,7 +2,8 @@
 /*
  * uri.c - the region string of an etcd cluster:
  *
- *     etcd://HOST:PORT[,HOST:PORT...]/PREFIX
+ *     etcd://[USER@]HOST:PORT[,HOST:PORT...]/PREFIX[?KEY=VALUE[&KEY=VALUE...]]
+ *     etcds://...     the same over TLS (https to every endpoint)
  *
  * HOST is a DNS name or an IPv4 address (letters, digits, '-', '.') or an
  * IPv6 address in brackets; PORT is 1..65535; at most FL__ETCD_MAX_ENDPOINTS
@@ -12,8 +13,16 @@
  * a prefix ("lock", "last", "rec", "epoch"), at most FL__ETCD_PREFIX_MAX
  * bytes.  With those rules no two prefixes share a key: a prefix that is a
  * segment-prefix of another continues with a segment the layout never
- * writes (backend.c, LAYOUT).  No user information, query or fragment:
- * credentials and TLS are not supported (docs/etcd.md).
+ * writes (etcd.h, LAYOUT).
+ *
+ * USER is etcd's user name (letters, digits, "-._~", or %XX escapes).  A
+ * password is never part of the string: the string is shown by `fencelock
+ * status`, kept by fl_region_path() and handed to children in
+ * $FENCELOCK_REGION, so "USER:PASSWORD@" is refused with a message saying
+ * where a password goes (credentials.c), and every message of this file
+ * shows the string with such a password masked.  The query's keys are
+ * cacert, cert, key (TLS only) and password-file, each at most once, its
+ * value %XX-decoded; any other key is refused by name.  No fragment.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -23,7 +32,44 @@
 
 bool fl__etcd_is_uri(const char *name)
 {
-    return name && strncmp(name, FL__ETCD_SCHEME, strlen(FL__ETCD_SCHEME)) == 0;
+    return name && (strncmp(name, FL__ETCD_SCHEME, strlen(FL__ETCD_SCHEME)) == 0 ||
+                    strncmp(name, FL__ETCD_TLS_SCHEME, strlen(FL__ETCD_TLS_SCHEME)) == 0);
+}
+
+/* Append n bytes of s to out (cap bytes with the NUL), cut at the end. */
+static void fl__put(char *out, size_t cap, size_t *o, const char *s, size_t n)
+{
+    while (n-- && *o + 1 < cap)
+        out[(*o)++] = *s++;
+}
+
+void fl__etcd_uri_mask(const char *uri, char *out, size_t cap)
+{
+    if (cap == 0)
+        return;
+    /* "scheme://user:SECRET@rest" -> "scheme://user:***@rest": the userinfo
+     * is what lies before the first '@' of the authority.  And a query's
+     * "password=SECRET" (refused, but written by someone) -> "password=***". */
+    const char *auth = strstr(uri, "://");
+    auth = auth ? auth + 3 : uri;
+    size_t alen = strcspn(auth, "/?#");
+    const char *at = memchr(auth, '@', alen);
+    const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+    const char *query = strchr(auth + alen, '?');
+    size_t o = 0;
+    for (const char *p = uri; *p;) {
+        if (colon && p == colon + 1) {
+            fl__put(out, cap, &o, "***", 3);
+            p = at;
+        } else if (query && p > query && (p[-1] == '?' || p[-1] == '&') &&
+                   strncmp(p, "password=", 9) == 0) {
+            fl__put(out, cap, &o, "password=***", 12);
+            p += 9 + strcspn(p + 9, "&#");
+        } else {
+            fl__put(out, cap, &o, p++, 1);
+        }
+    }
+    out[o] = '\0';
 }
 
 static bool fl__host_char(char ch)
@@ -37,8 +83,46 @@ static bool fl__seg_char(char ch)
     return fl__host_char(ch) || ch == '_';
 }
 
+static int fl__hex(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* %XX-decode n bytes at s into out (cap bytes with the NUL): the decoded
+ * length, or -1 (a bad escape, a control byte or NUL, too long).  unreserved
+ * limits the raw bytes to RFC 3986's unreserved ones (a user name). */
+static int fl__pct_decode(const char *s, size_t n, char *out, size_t cap, bool unreserved)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '%') {
+            if (i + 2 >= n)
+                return -1; /* "%" or "%X" at the end */
+            int h = fl__hex(s[i + 1]), l = fl__hex(s[i + 2]);
+            if (h < 0 || l < 0)
+                return -1;
+            ch = (unsigned char)(h << 4 | l);
+            i += 2;
+        } else if (unreserved && !(fl__seg_char((char)ch) || ch == '~')) {
+            return -1;
+        }
+        if (ch < 0x20 || ch == 0x7f || o + 1 >= cap)
+            return -1;
+        out[o++] = (char)ch;
+    }
+    out[o] = '\0';
+    return (int)o;
+}
+
 /* One "HOST:PORT" of length n at s. */
-static int fl__endpoint_parse(const char *uri, const char *s, size_t n,
+static int fl__endpoint_parse(const char *shown, const char *s, size_t n, bool tls,
                               struct fl__etcd_endpoint *ep)
 {
     const char *colon = NULL;
@@ -46,64 +130,66 @@ static int fl__endpoint_parse(const char *uri, const char *s, size_t n,
     if (n && s[0] == '[') {
         const char *close = memchr(s, ']', n);
         if (!close || close == s + 1)
-            return fl__etcd_fail(-EINVAL, "etcd URI %s: bad IPv6 endpoint '%.*s'", uri, (int)n,
-                                 s);
+            return fl__etcd_fail(-EINVAL, "etcd URI %s: bad IPv6 endpoint '%.*s'", shown,
+                                 (int)n, s);
         for (const char *p = s + 1; p < close; p++)
             if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') ||
                   (*p >= 'A' && *p <= 'F') || *p == ':' || *p == '.'))
-                return fl__etcd_fail(-EINVAL, "etcd URI %s: bad IPv6 endpoint '%.*s'", uri,
+                return fl__etcd_fail(-EINVAL, "etcd URI %s: bad IPv6 endpoint '%.*s'", shown,
                                      (int)n, s);
         if (close + 1 >= s + n || close[1] != ':')
-            return fl__etcd_fail(-EINVAL, "etcd URI %s: endpoint '%.*s' has no :PORT", uri,
+            return fl__etcd_fail(-EINVAL, "etcd URI %s: endpoint '%.*s' has no :PORT", shown,
                                  (int)n, s);
         colon = close + 1;
         hlen = (size_t)(colon - s);
     } else {
         colon = memchr(s, ':', n);
         if (!colon)
-            return fl__etcd_fail(-EINVAL, "etcd URI %s: endpoint '%.*s' has no :PORT", uri,
+            return fl__etcd_fail(-EINVAL, "etcd URI %s: endpoint '%.*s' has no :PORT", shown,
                                  (int)n, s);
         hlen = (size_t)(colon - s);
         if (hlen == 0)
-            return fl__etcd_fail(-EINVAL, "etcd URI %s: endpoint '%.*s' has no host", uri,
+            return fl__etcd_fail(-EINVAL, "etcd URI %s: endpoint '%.*s' has no host", shown,
                                  (int)n, s);
         for (size_t i = 0; i < hlen; i++)
             if (!fl__host_char(s[i]))
                 return fl__etcd_fail(-EINVAL,
                                      "etcd URI %s: host '%.*s': byte 0x%02x is not allowed "
                                      "(letters, digits, '-', '.'; IPv6 in brackets)",
-                                     uri, (int)hlen, s, (unsigned char)s[i]);
+                                     shown, (int)hlen, s, (unsigned char)s[i]);
     }
     if (hlen > FL__ETCD_HOST_MAX)
-        return fl__etcd_fail(-EINVAL, "etcd URI %s: host longer than %d bytes", uri,
+        return fl__etcd_fail(-EINVAL, "etcd URI %s: host longer than %d bytes", shown,
                              FL__ETCD_HOST_MAX);
     const char *port = colon + 1;
     size_t plen = (size_t)(s + n - port);
     unsigned long v = 0;
     if (plen == 0 || plen > 5)
-        return fl__etcd_fail(-EINVAL, "etcd URI %s: endpoint '%.*s': bad port", uri, (int)n, s);
+        return fl__etcd_fail(-EINVAL, "etcd URI %s: endpoint '%.*s': bad port", shown, (int)n,
+                             s);
     for (size_t i = 0; i < plen; i++) {
         if (port[i] < '0' || port[i] > '9')
-            return fl__etcd_fail(-EINVAL, "etcd URI %s: endpoint '%.*s': bad port", uri, (int)n,
-                                 s);
+            return fl__etcd_fail(-EINVAL, "etcd URI %s: endpoint '%.*s': bad port", shown,
+                                 (int)n, s);
         v = v * 10 + (unsigned long)(port[i] - '0');
     }
     if (v == 0 || v > 65535)
-        return fl__etcd_fail(-EINVAL, "etcd URI %s: endpoint '%.*s': port out of 1..65535", uri,
-                             (int)n, s);
+        return fl__etcd_fail(-EINVAL, "etcd URI %s: endpoint '%.*s': port out of 1..65535",
+                             shown, (int)n, s);
     snprintf(ep->name, sizeof ep->name, "%.*s:%lu", (int)hlen, s, v);
-    snprintf(ep->url, sizeof ep->url, "http://%.*s:%lu", (int)hlen, s, v);
+    snprintf(ep->url, sizeof ep->url, "%s://%.*s:%lu", tls ? "https" : "http", (int)hlen, s,
+             v);
     return 0;
 }
 
-static int fl__prefix_check(const char *uri, const char *p, size_t n)
+static int fl__prefix_check(const char *shown, const char *p, size_t n)
 {
     static const char *const reserved[] = {".", "..", "lock", "last", "rec", "epoch"};
     if (n == 0)
         return fl__etcd_fail(-EINVAL, "etcd URI %s: no PREFIX after the endpoints "
-                                      "(etcd://HOST:PORT/PREFIX)", uri);
+                                      "(etcd://HOST:PORT/PREFIX)", shown);
     if (n > FL__ETCD_PREFIX_MAX)
-        return fl__etcd_fail(-EINVAL, "etcd URI %s: PREFIX longer than %d bytes", uri,
+        return fl__etcd_fail(-EINVAL, "etcd URI %s: PREFIX longer than %d bytes", shown,
                              FL__ETCD_PREFIX_MAX);
     size_t start = 0;
     for (size_t i = 0; i <= n; i++) {
@@ -112,19 +198,98 @@ static int fl__prefix_check(const char *uri, const char *p, size_t n)
                 return fl__etcd_fail(-EINVAL,
                                      "etcd URI %s: PREFIX byte 0x%02x at %zu is not allowed "
                                      "(letters, digits, '.', '_', '-', '/' between segments)",
-                                     uri, (unsigned char)p[i], i);
+                                     shown, (unsigned char)p[i], i);
             continue;
         }
         size_t len = i - start;
         if (len == 0)
-            return fl__etcd_fail(-EINVAL, "etcd URI %s: PREFIX has an empty segment", uri);
+            return fl__etcd_fail(-EINVAL, "etcd URI %s: PREFIX has an empty segment", shown);
         for (size_t k = 0; k < sizeof reserved / sizeof reserved[0]; k++)
             if (strlen(reserved[k]) == len && memcmp(reserved[k], p + start, len) == 0)
                 return fl__etcd_fail(-EINVAL,
                                      "etcd URI %s: PREFIX segment '%s' is reserved (., .., "
                                      "lock, last, rec, epoch)",
-                                     uri, reserved[k]);
+                                     shown, reserved[k]);
         start = i + 1;
+    }
+    return 0;
+}
+
+/* "USER" of length n (what precedes '@'). */
+static int fl__userinfo_parse(const char *shown, const char *s, size_t n,
+                              struct fl__etcd_uri *out)
+{
+    if (memchr(s, ':', n))
+        return fl__etcd_fail(-EINVAL,
+                             "etcd URI %s: a password does not go in the region string (it is "
+                             "shown by fencelock status and passed on in $FENCELOCK_REGION): "
+                             "give it in password-file=FILE, $%s or $%s",
+                             shown, FL__ETCD_PASSWORD_FILE_ENV, FL__ETCD_PASSWORD_ENV);
+    if (n == 0 || fl__pct_decode(s, n, out->user, sizeof out->user, true) <= 0)
+        return fl__etcd_fail(-EINVAL,
+                             "etcd URI %s: bad user name before '@' (1..%d bytes of letters, "
+                             "digits, '-', '.', '_', '~' or %%XX escapes, no control bytes)",
+                             shown, FL__ETCD_USER_MAX);
+    return 0;
+}
+
+/* One "KEY=VALUE" of the query. */
+static int fl__query_pair(const char *shown, const char *s, size_t n, struct fl__etcd_uri *out)
+{
+    static const struct {
+        const char *key;
+        size_t off;
+        bool tls_only;
+    } keys[] = {
+        {"cacert", offsetof(struct fl__etcd_uri, cacert), true},
+        {"cert", offsetof(struct fl__etcd_uri, cert), true},
+        {"key", offsetof(struct fl__etcd_uri, key), true},
+        {"password-file", offsetof(struct fl__etcd_uri, password_file), false},
+    };
+    const char *eq = memchr(s, '=', n);
+    size_t klen = eq ? (size_t)(eq - s) : n;
+    if (klen == 8 && memcmp(s, "password", 8) == 0)
+        return fl__etcd_fail(-EINVAL,
+                             "etcd URI %s: a password does not go in the region string: give "
+                             "it in password-file=FILE, $%s or $%s",
+                             shown, FL__ETCD_PASSWORD_FILE_ENV, FL__ETCD_PASSWORD_ENV);
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        if (strlen(keys[k].key) != klen || memcmp(keys[k].key, s, klen) != 0)
+            continue;
+        char *dst = (char *)out + keys[k].off;
+        if (keys[k].tls_only && !out->tls)
+            return fl__etcd_fail(-EINVAL, "etcd URI %s: %s= sets up TLS: write etcds://", shown,
+                                 keys[k].key);
+        if (dst[0])
+            return fl__etcd_fail(-EINVAL, "etcd URI %s: %s= is given twice", shown,
+                                 keys[k].key);
+        if (!eq || eq + 1 == s + n ||
+            fl__pct_decode(eq + 1, (size_t)(s + n - eq - 1), dst, FL__ETCD_FILE_MAX + 1,
+                           false) <= 0)
+            return fl__etcd_fail(-EINVAL,
+                                 "etcd URI %s: %s= needs a file name (1..%d bytes, %%XX "
+                                 "escapes, no control bytes)",
+                                 shown, keys[k].key, FL__ETCD_FILE_MAX);
+        return 0;
+    }
+    return fl__etcd_fail(-EINVAL,
+                         "etcd URI %s: unknown query key '%.*s' (cacert, cert, key, "
+                         "password-file)",
+                         shown, (int)(klen > 64 ? 64 : klen), s);
+}
+
+static int fl__query_parse(const char *shown, const char *q, struct fl__etcd_uri *out)
+{
+    while (*q) {
+        size_t n = strcspn(q, "&");
+        if (n == 0)
+            return fl__etcd_fail(-EINVAL, "etcd URI %s: empty KEY=VALUE in the query", shown);
+        int err = fl__query_pair(shown, q, n, out);
+        if (err)
+            return err;
+        q += n;
+        if (*q == '&' && !*++q)
+            return fl__etcd_fail(-EINVAL, "etcd URI %s: empty KEY=VALUE in the query", shown);
     }
     return 0;
 }
@@ -133,30 +298,51 @@ int fl__etcd_uri_parse(const char *uri, struct fl__etcd_uri *out)
 {
     memset(out, 0, sizeof *out);
     if (!fl__etcd_is_uri(uri))
-        return fl__etcd_fail(-EINVAL, "'%s' is not an etcd URI (etcd://HOST:PORT/PREFIX)",
+        return fl__etcd_fail(-EINVAL,
+                             "'%s' is not an etcd URI (etcd://HOST:PORT/PREFIX, or etcds:// for "
+                             "TLS)",
                              uri ? uri : "(null)");
-    const char *s = uri + strlen(FL__ETCD_SCHEME);
+    fl__etcd_uri_mask(uri, out->shown, sizeof out->shown);
+    const char *shown = out->shown;
+    if (strlen(uri) >= sizeof out->shown)
+        return fl__etcd_fail(-EINVAL, "etcd URI %.80s...: longer than %zu bytes", shown,
+                             sizeof out->shown - 1);
+    out->tls = strncmp(uri, FL__ETCD_TLS_SCHEME, strlen(FL__ETCD_TLS_SCHEME)) == 0;
+    const char *s = uri + strlen(out->tls ? FL__ETCD_TLS_SCHEME : FL__ETCD_SCHEME);
+    if (strchr(s, '#'))
+        return fl__etcd_fail(-EINVAL, "etcd URI %s: a fragment ('#') is not supported", shown);
     const char *slash = strchr(s, '/');
     if (!slash)
-        return fl__etcd_fail(-EINVAL, "etcd URI %s: no /PREFIX (etcd://HOST:PORT/PREFIX)", uri);
+        return fl__etcd_fail(-EINVAL, "etcd URI %s: no /PREFIX (etcd://HOST:PORT/PREFIX)",
+                             shown);
+    const char *at = memchr(s, '@', (size_t)(slash - s));
+    if (at) {
+        if (memchr(at + 1, '@', (size_t)(slash - at - 1)))
+            return fl__etcd_fail(-EINVAL, "etcd URI %s: more than one '@' (write '@' in a "
+                                          "user name as %%40)", shown);
+        int err = fl__userinfo_parse(shown, s, (size_t)(at - s), out);
+        if (err)
+            return err;
+        s = at + 1;
+    }
     for (const char *p = s; p < slash; p++)
-        if (*p == '@' || *p == '?' || *p == '#' || *p == '%')
+        if (*p == '?' || *p == '%')
             return fl__etcd_fail(-EINVAL,
-                                 "etcd URI %s: '%c' is not supported (no credentials, query "
-                                 "or escapes)",
-                                 uri, *p);
+                                 "etcd URI %s: '%c' is not supported among the endpoints (the "
+                                 "query goes after /PREFIX)",
+                                 shown, *p);
     if (slash == s)
-        return fl__etcd_fail(-EINVAL, "etcd URI %s: no endpoint", uri);
+        return fl__etcd_fail(-EINVAL, "etcd URI %s: no endpoint", shown);
     const char *p = s;
     while (p < slash) {
         const char *comma = memchr(p, ',', (size_t)(slash - p));
         const char *end = comma ? comma : slash;
         if (end == p)
-            return fl__etcd_fail(-EINVAL, "etcd URI %s: empty endpoint in the list", uri);
+            return fl__etcd_fail(-EINVAL, "etcd URI %s: empty endpoint in the list", shown);
         if (out->n == FL__ETCD_MAX_ENDPOINTS)
-            return fl__etcd_fail(-EINVAL, "etcd URI %s: more than %d endpoints", uri,
+            return fl__etcd_fail(-EINVAL, "etcd URI %s: more than %d endpoints", shown,
                                  FL__ETCD_MAX_ENDPOINTS);
-        int err = fl__endpoint_parse(uri, p, (size_t)(end - p), &out->ep[out->n]);
+        int err = fl__endpoint_parse(shown, p, (size_t)(end - p), out->tls, &out->ep[out->n]);
         if (err)
             return err;
         out->n++;
@@ -164,17 +350,25 @@ int fl__etcd_uri_parse(const char *uri, struct fl__etcd_uri *out)
             break;
         p = comma + 1;
         if (p == slash)
-            return fl__etcd_fail(-EINVAL, "etcd URI %s: empty endpoint in the list", uri);
+            return fl__etcd_fail(-EINVAL, "etcd URI %s: empty endpoint in the list", shown);
     }
     const char *prefix = slash + 1;
-    size_t n = strlen(prefix);
+    const char *query = strchr(prefix, '?');
+    size_t n = query ? (size_t)(query - prefix) : strlen(prefix);
     if (n && prefix[n - 1] == '/')
         n--; /* "etcd://h:1/app/" is "etcd://h:1/app" */
-    int err = fl__prefix_check(uri, prefix, n);
+    int err = fl__prefix_check(shown, prefix, n);
     if (err)
         return err;
     memcpy(out->prefix, prefix, n);
     out->prefix[n] = '\0';
     out->prefix_len = n;
+    if (query) {
+        if (!query[1])
+            return fl__etcd_fail(-EINVAL, "etcd URI %s: an empty query after '?'", shown);
+        err = fl__query_parse(shown, query + 1, out);
+        if (err)
+            return err;
+    }
     return 0;
 }

@@ -14,6 +14,12 @@
  * untrusted; one that cannot be read ends the watch (FL__WATCH_LOST) and the
  * caller looks at the key with a Txn, which is the authority: the watch is
  * only the alarm clock.
+ *
+ * The stream carries the client's auth token (auth.c).  etcd refuses a
+ * watch by cancelling it with a reason: a token it no longer takes ends the
+ * watch as lost after a new token was obtained (the caller's next watch
+ * carries it); a permission it lacks, or a password no longer good, is
+ * FL__WATCH_REFUSED with the reason in the error (-EACCES for the caller).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -33,7 +39,25 @@ struct fl__etcd_watch {
     char *buf;
     size_t n, cap;
     bool deleted, lost;
+    struct curl_slist *hdrs;
+    uint64_t auth_gen;  /* the token the stream carries */
+    bool auth_stale;    /* etcd refused that token */
+    bool refused;       /* etcd refused us: reason[] */
+    char reason[256];
 };
+
+/* A cancellation's or an error's reason: what it says of our credentials. */
+static void fl__watch_refusal(struct fl__etcd_watch *w, const char *why)
+{
+    w->lost = true;
+    if (strstr(why, "invalid auth token") || strstr(why, "auth store is old") ||
+        strstr(why, "user name is empty"))
+        w->auth_stale = true;
+    else if (strstr(why, "permission denied") || strstr(why, "authentication failed")) {
+        w->refused = true;
+        snprintf(w->reason, sizeof w->reason, "%s", why);
+    }
+}
 
 static void fl__watch_line(struct fl__etcd_watch *w, const char *line, size_t n)
 {
@@ -41,7 +65,12 @@ static void fl__watch_line(struct fl__etcd_watch *w, const char *line, size_t n)
     json_t *j = json_loadb(line, n, 0, &jerr);
     json_t *result = json_is_object(j) ? json_object_get(j, "result") : NULL;
     if (!json_is_object(result)) {
-        w->lost = true; /* an error object, or garbage */
+        /* an error object ({"error":{"grpc_code":N,"message":...}}), or garbage */
+        json_t *err = json_is_object(j) ? json_object_get(j, "error") : NULL;
+        json_t *msg = json_is_object(err) ? json_object_get(err, "message") : NULL;
+        if (json_is_string(msg))
+            fl__watch_refusal(w, json_string_value(msg));
+        w->lost = true;
         json_decref(j);
         return;
     }
@@ -57,10 +86,14 @@ static void fl__watch_line(struct fl__etcd_watch *w, const char *line, size_t n)
     }
     json_t *canceled = json_object_get(result, "canceled");
     json_t *compact = json_object_get(result, "compact_revision");
+    json_t *reason = json_object_get(result, "cancel_reason");
     if (compact && !json_is_null(compact))
         w->deleted = true; /* history gone: look again */
-    else if (json_is_true(canceled))
+    else if (json_is_true(canceled)) {
         w->lost = true;
+        if (json_is_string(reason))
+            fl__watch_refusal(w, json_string_value(reason));
+    }
     json_decref(j);
 }
 
@@ -109,6 +142,7 @@ void fl__etcd_watch_close(struct fl__etcd_watch *w)
         curl_easy_cleanup(w->easy);
     if (w->multi)
         curl_multi_cleanup(w->multi);
+    fl__etcd_headers_free(w->hdrs);
     free(w->body);
     free(w->buf);
     free(w);
@@ -127,7 +161,17 @@ int fl__etcd_watch_open(struct fl__etcd_client *c, const void *key, size_t klen,
                             "filters", "NOPUT");
     w->body = req ? json_dumps(req, JSON_COMPACT) : NULL;
     json_decref(req);
-    w->multi = curl_multi_init();
+    char *auth = NULL;
+    int err = fl__etcd_auth_header(c, &auth, &w->auth_gen);
+    if (err) {
+        fl__etcd_watch_close(w);
+        return err;
+    }
+    w->hdrs = fl__etcd_headers(auth);
+    if (auth)
+        explicit_bzero(auth, strlen(auth));
+    free(auth);
+    w->multi = w->hdrs ? curl_multi_init() : NULL;
     /* A handle of its own, not the pool's: it streams for as long as the
      * wait lasts, without the request timeout. */
     w->easy = w->body && w->multi ? fl__etcd_handle_get(c) : NULL;
@@ -140,6 +184,9 @@ int fl__etcd_watch_open(struct fl__etcd_client *c, const void *key, size_t klen,
     char url[sizeof c->uri.ep[0].url + 16];
     snprintf(url, sizeof url, "%s/v3/watch", c->uri.ep[i].url);
     curl_easy_setopt(w->easy, CURLOPT_URL, url);
+    curl_easy_setopt(w->easy, CURLOPT_HTTPHEADER, w->hdrs);
+    /* A watch may be sent twice by curl (a kept-alive connection that died):
+     * harmless, it changes nothing. */
     curl_easy_setopt(w->easy, CURLOPT_POSTFIELDS, w->body);
     curl_easy_setopt(w->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(w->body));
     curl_easy_setopt(w->easy, CURLOPT_WRITEFUNCTION, fl__watch_write);
@@ -170,6 +217,17 @@ int fl__etcd_watch_wait(struct fl__etcd_watch *w, int extra_fd, int timeout_ms)
                 w->lost = true; /* the stream ended: etcd never ends a live watch */
         if (w->deleted)
             return FL__WATCH_DELETED;
+        if (w->refused) {
+            fl__etcd_error("etcd watch refused: %s", w->reason);
+            return FL__WATCH_REFUSED;
+        }
+        if (w->auth_stale) {
+            /* A new token for the next watch; if none can be had, refused. */
+            w->auth_stale = false;
+            if (fl__etcd_auth_refresh(w->c, w->auth_gen) != 0)
+                return FL__WATCH_REFUSED;
+            return FL__WATCH_LOST;
+        }
         if (w->lost || !running)
             return FL__WATCH_LOST;
         uint64_t now = fl__etcd_now_ns();

@@ -38,7 +38,57 @@ static void test_uri_good(void **state)
     assert_string_equal(u.ep[2].url, "http://[::1]:3");
     assert_string_equal(u.prefix, "x/y_z.1"); /* the trailing slash is dropped */
     assert_true(fl__etcd_is_uri("etcd://x"));
+    assert_true(fl__etcd_is_uri("etcds://x"));
     assert_false(fl__etcd_is_uri("/run/fencelock/region"));
+    assert_false(fl__etcd_is_uri("etcdx://x"));
+
+    /* TLS, a user, the query's files (escaped), in any order. */
+    assert_int_equal(fl__etcd_uri_parse("etcds://wor%40ker@a:1,[::1]:2/app?cacert=/etc/ca.pem&"
+                                        "key=/k%20ey&cert=/c&password-file=/run/pw", &u), 0);
+    assert_true(u.tls);
+    assert_int_equal(u.n, 2);
+    assert_string_equal(u.ep[0].url, "https://a:1");
+    assert_string_equal(u.ep[1].url, "https://[::1]:2");
+    assert_string_equal(u.user, "wor@ker");
+    assert_string_equal(u.prefix, "app");
+    assert_string_equal(u.cacert, "/etc/ca.pem");
+    assert_string_equal(u.cert, "/c");
+    assert_string_equal(u.key, "/k ey");
+    assert_string_equal(u.password_file, "/run/pw");
+    assert_int_equal(fl__etcd_uri_parse("etcd://w@h:1/app/?password-file=pw", &u), 0);
+    assert_false(u.tls);
+    assert_string_equal(u.user, "w");
+    assert_string_equal(u.prefix, "app");
+    assert_string_equal(u.password_file, "pw");
+    assert_string_equal(u.cacert, "");
+}
+
+/* I14: a password written in the URI is refused, and no message shows it. */
+static void test_uri_password_never_shown(void **state)
+{
+    (void)state;
+    struct fl__etcd_uri u;
+    static const char *const bad[] = {
+        "etcds://worker:S3cr3t@h:1/app",
+        "etcd://worker:S3cr3t@h:1,h:2/app?cacert=/x",
+        "etcds://worker:S3cr3t@h:1/",
+        "etcds://worker:S3cr3t@h:99999/app",
+        "etcds://:S3cr3t@h:1/app",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(fl__etcd_uri_parse(bad[i], &u), -EINVAL);
+        if (strstr(fl_last_error(), "S3cr3t"))
+            fail_msg("'%s': the message shows the password: %s", bad[i], fl_last_error());
+        assert_non_null(strstr(fl_last_error(), "***"));
+    }
+    assert_int_equal(fl__etcd_uri_parse("etcds://h:1/app?password=S3cr3t", &u), -EINVAL);
+    assert_null(strstr(fl_last_error(), "S3cr3t"));
+    assert_non_null(strstr(fl_last_error(), "password-file"));
+    char m[128];
+    fl__etcd_uri_mask("etcds://w:pw@h:1/p?cacert=/a:b@c", m, sizeof m);
+    assert_string_equal(m, "etcds://w:***@h:1/p?cacert=/a:b@c");
+    fl__etcd_uri_mask("etcds://h:1/p?cacert=/a:b@c", m, sizeof m);
+    assert_string_equal(m, "etcds://h:1/p?cacert=/a:b@c");
 }
 
 /* I9 */
@@ -58,7 +108,24 @@ static void test_uri_malformed(void **state)
         "etcd://:2379/app",              /* no host */
         "etcd://h:1,,h:2/app",           /* empty endpoint */
         "etcd://h:1,/app",               /* trailing comma */
-        "etcd://user@h:1/app",           /* credentials */
+        "etcd://us:er@h:1/app",          /* a password */
+        "etcd://u@v@h:1/app",            /* two '@' */
+        "etcd://@h:1/app",               /* an empty user */
+        "etcd://u%0a@h:1/app",           /* a control byte in the user */
+        "etcd://u%4@h:1/app",            /* a bad escape */
+        "etcd://u!@h:1/app",             /* a reserved byte in the user */
+        "etcd://h:1/app?",               /* an empty query */
+        "etcd://h:1/app?cacert=/x",      /* TLS files on a plain URI */
+        "etcds://h:1/app?cacert=",       /* an empty file name */
+        "etcds://h:1/app?cacert",        /* no value */
+        "etcds://h:1/app?cacert=/a&cacert=/b", /* twice */
+        "etcds://h:1/app?cacert=/a&",    /* an empty pair */
+        "etcds://h:1/app?nosuch=1",      /* an unknown key */
+        "etcds://h:1/app?password=x",    /* a password in the query */
+        "etcds://h:1/app?key=%zz",       /* a bad escape */
+        "etcds://h:1/app?key=a%00b",     /* NUL */
+        "etcds://h:1/app#frag",          /* a fragment */
+        "etcds://",                      /* nothing */
         "etcd://h:1?x=1/app",            /* query */
         "etcd://h%41:1/app",             /* escapes */
         "etcd://h_x:1/app",              /* '_' in a host */
@@ -276,6 +343,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uri_good),     cmocka_unit_test(test_uri_malformed),
+        cmocka_unit_test(test_uri_password_never_shown),
         cmocka_unit_test(test_prefix_bytes), cmocka_unit_test(test_base64),
         cmocka_unit_test(test_accessors),    cmocka_unit_test(test_values),
     };

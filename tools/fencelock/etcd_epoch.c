@@ -39,7 +39,8 @@ const char etcd_epoch_usage[] =
     "\n"
     "Options:\n"
     "  -r, --region URI   the etcd region, etcd://HOST:PORT[,HOST:PORT...]/PREFIX\n"
-    "                     (default: $FENCELOCK_REGION)\n"
+    "                     or etcds://[USER@]HOST:PORT.../PREFIX[?cacert=FILE&...]\n"
+    "                     for TLS (default: $FENCELOCK_REGION)\n"
     "  -b, --bump         set the epoch to one more than the current one\n"
     "  -a, --at-least N   with --bump: to N if that is more.  Use it when the\n"
     "                     cluster was restored from the same snapshot before, or\n"
@@ -53,14 +54,19 @@ const char etcd_epoch_usage[] =
     "Environment:\n"
     "  FENCELOCK_REGION           the region when --region is not given\n"
     "  FENCELOCK_ETCD_TIMEOUT_MS  per-request timeout (default 2000)\n"
+    "  FENCELOCK_ETCD_CACERT, FENCELOCK_ETCD_CERT, FENCELOCK_ETCD_KEY,\n"
+    "  FENCELOCK_ETCD_USER, FENCELOCK_ETCD_PASSWORD_FILE, FENCELOCK_ETCD_PASSWORD\n"
+    "                             TLS files and credentials the URI does not give\n"
     "\n"
     "Exit status:\n"
     "  0  the epoch was shown or bumped\n"
     "  1  runtime error: no endpoint answered, the outcome of the bump is\n"
-    "     unknown (run it again without --bump to see), a bad answer\n"
+    "     unknown (run it again without --bump to see), a bad answer, a\n"
+    "     refusal (a certificate that does not verify, a wrong password, a\n"
+    "     user without permission on the prefix)\n"
     "  2  bad usage: unknown option, extra argument, a bad N\n"
-    "  3  the region is not an etcd URI, is malformed, or this fencelock was\n"
-    "     built without etcd support\n";
+    "  3  the region is not an etcd URI, is malformed, names a file that\n"
+    "     cannot be read, or this fencelock was built without etcd support\n";
 
 #ifdef FL_HAVE_ETCD
 static char etcd_why[1024];
@@ -138,9 +144,11 @@ int etcd_epoch_main(int argc, char **argv)
                            FL_REGION_ENV);
 #ifdef FL_HAVE_ETCD
     if (!fl__etcd_is_uri(region)) {
-        fprintf(stderr, "fencelock etcd-epoch: '%s' is not an etcd region (etcd://...): "
-                        "a region file's epoch is fencelockd's\n",
-                region);
+        char shown[FL__ETCD_URI_MAX];
+        fl__etcd_uri_mask(region, shown, sizeof shown);
+        fprintf(stderr, "fencelock etcd-epoch: '%s' is not an etcd region (etcd:// or "
+                        "etcds://): a region file's epoch is fencelockd's\n",
+                shown);
         return CLI_EXIT_REGION;
     }
     struct fl__etcd_client *client = calloc(1, sizeof *client);
@@ -152,7 +160,7 @@ int etcd_epoch_main(int argc, char **argv)
     if (err) {
         fprintf(stderr, "fencelock etcd-epoch: %s\n", etcd_why);
         free(client);
-        return err == -EINVAL ? CLI_EXIT_REGION : CLI_EXIT_RUNTIME;
+        return err == -ENOMEM ? CLI_EXIT_RUNTIME : CLI_EXIT_REGION;
     }
     uint64_t before = 0, after = 0;
     if (bump)
