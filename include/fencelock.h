@@ -218,7 +218,10 @@ typedef struct fl_lease {
                              FL_LEASE_OWNER_DIED: the previous holder died holding it */
     uint64_t handle;      /* the backend's id of this holding, meaningful to the library
                              only (shared memory: 0; etcd: the etcd lease id) */
-    uint64_t reserved[4]; /* zero; room for a later backend's needs (docs/abi.md) */
+    uint64_t region;      /* the tag of the region handle that issued it (as fl_key.handle):
+                             fl_renew, fl_release, fl_check and fl_commit refuse a lease of
+                             another handle (-EINVAL); never 0 in an issued lease */
+    uint64_t reserved[3]; /* zero; room for a later backend's needs (docs/abi.md) */
 } fl_lease;
 
 #define FL_LEASE_EXPIRED    0x1u /* previous holder's lease ran out (or was voided by a reboot) */
@@ -449,7 +452,8 @@ FL_API int fl_acquire_key_cancelable(fl_region *r, const fl_key *k, uint64_t lea
  * Errors:
  *   -ESTALE    ownership lost: the lease expired or the key was taken over
  *              (nothing changed)
- *   -EINVAL    NULL argument, lease_ns 0, bad slot, read-only handle
+ *   -EINVAL    NULL argument, lease_ns 0, bad slot, read-only handle, a lease
+ *              issued by another region handle (lease->region is not r's)
  *   -EOVERFLOW the deadline does not fit (see CAVEATS)
  */
 FL_API int fl_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns);
@@ -460,13 +464,15 @@ FL_API int fl_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns);
  * Errors:
  *   -ESTALE  ownership lost: another acquisition has taken the key, or this
  *            lease was released before (nothing changed)
- *   -EINVAL  NULL argument, bad slot, read-only handle
+ *   -EINVAL  NULL argument, bad slot, read-only handle, a lease issued by
+ *            another region handle
  */
 FL_API int fl_release(fl_region *r, const fl_lease *lease);
 
 /* 0 while lease is still the current holding of its key and unexpired, else -ESTALE. One atomic
    read: lets a long job stop early. Never a substitute for the fenced check at the resource.
-   Errors: -ESTALE as said; -EINVAL for NULL arguments or a bad slot. */
+   Errors: -ESTALE as said; -EINVAL for NULL arguments, a bad slot, or a lease issued by
+   another region handle. */
 FL_API int fl_check(fl_region *r, const fl_lease *lease);
 
 /* ---- Fenced records ------------------------------------------------------ */
@@ -490,7 +496,9 @@ FL_API int fl_check(fl_region *r, const fl_lease *lease);
  *   -EMSGSIZE  len exceeds the region's record size
  *   -EINVAL    NULL argument (data may be NULL when len is 0), bad record name,
  *              unknown flags, a lease whose slot or token this region never
- *              issued, or a read-only handle
+ *              issued, a lease issued by another region handle (even one of the
+ *              same region: a lease is valid only with the handle that acquired
+ *              it), or a read-only handle
  *   -ENOSPC    the record is new and the record table is full, or no commit
  *              buffer is free (all are current values or in-flight commits)
  *   -EPROTO    the region's shared data is corrupt
@@ -578,7 +586,8 @@ typedef void (*fl_lost_fn)(void *arg, const fl_lease *lease, int err);
  * process stopped past its lease (the case fencing is for) learns of the
  * loss as soon as it runs again.  Every keepalive must be stopped before
  * fl_close().
- * Errors: -EINVAL (NULL argument, lease_ns < 3 us, read-only handle);
+ * Errors: -EINVAL (NULL argument, lease_ns < 3 us, read-only handle, a lease
+ *   issued by another region handle);
  *   -ESTALE (the lease is not current now); -ENOMEM, -EMFILE, -EAGAIN. */
 FL_API int fl_keepalive_start(fl_region *r, const fl_lease *lease, uint64_t lease_ns,
                               fl_lost_fn on_lost, void *arg, fl_keepalive **out);

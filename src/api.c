@@ -79,12 +79,36 @@ void fl_close(fl_region *r)
         r->be->close(r);
 }
 
+/* A lease carries the tag of the handle that issued it (fl_lease.region),
+ * so that a lease of another handle, another region's or the same region's
+ * (whose slot numbers or etcd key indexes may name another key there), is
+ * refused before a backend reads its slot. */
+static int fl__issued(const fl_region *r, int err, fl_lease *lease)
+{
+    if (err == 0)
+        lease->region = r->key_cookie;
+    return err;
+}
+
+static int fl__lease_check(const fl_region *r, const fl_lease *lease, const char *fn)
+{
+    if (!lease)
+        return fl__fail(-EINVAL, "%s: NULL argument", fn);
+    if (__builtin_expect(lease->region == r->key_cookie, 1))
+        return 0;
+    if (lease->region == 0)
+        return fl__fail(-EINVAL, "%s: the lease was never issued (zeroed, or built by hand: "
+                                 "only an acquisition makes a lease)", fn);
+    return fl__fail(-EINVAL, "%s: the lease was issued by another region handle (a lease is "
+                             "valid only with the handle that acquired it)", fn);
+}
+
 int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
                fl_lease *lease)
 {
     if (!r)
         return fl__fail(-EINVAL, "fl_acquire: NULL argument");
-    return r->be->acquire(r, key, lease_ns, timeout_ns, NULL, lease);
+    return fl__issued(r, r->be->acquire(r, key, lease_ns, timeout_ns, NULL, lease), lease);
 }
 
 int fl_acquire_cancelable(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
@@ -92,7 +116,7 @@ int fl_acquire_cancelable(fl_region *r, const char *key, uint64_t lease_ns, int6
 {
     if (!r || !cancel)
         return fl__fail(-EINVAL, "fl_acquire_cancelable: NULL argument");
-    return r->be->acquire(r, key, lease_ns, timeout_ns, cancel, lease);
+    return fl__issued(r, r->be->acquire(r, key, lease_ns, timeout_ns, cancel, lease), lease);
 }
 
 int fl_key_resolve(fl_region *r, const char *key, fl_key *k)
@@ -134,7 +158,7 @@ int fl_acquire_key(fl_region *r, const fl_key *k, uint64_t lease_ns, int64_t tim
         return err;
     if (!r->be->acquire_key)
         return fl__unsupported(r, "fl_acquire_key");
-    return r->be->acquire_key(r, k, lease_ns, timeout_ns, NULL, lease);
+    return fl__issued(r, r->be->acquire_key(r, k, lease_ns, timeout_ns, NULL, lease), lease);
 }
 
 int fl_acquire_key_cancelable(fl_region *r, const fl_key *k, uint64_t lease_ns,
@@ -147,28 +171,31 @@ int fl_acquire_key_cancelable(fl_region *r, const fl_key *k, uint64_t lease_ns,
         return err;
     if (!r->be->acquire_key)
         return fl__unsupported(r, "fl_acquire_key_cancelable");
-    return r->be->acquire_key(r, k, lease_ns, timeout_ns, cancel, lease);
+    return fl__issued(r, r->be->acquire_key(r, k, lease_ns, timeout_ns, cancel, lease), lease);
 }
 
 int fl_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns)
 {
     if (!r)
         return fl__fail(-EINVAL, "fl_renew: NULL argument");
-    return r->be->renew(r, lease, lease_ns);
+    int err = fl__lease_check(r, lease, "fl_renew");
+    return err ? err : r->be->renew(r, lease, lease_ns);
 }
 
 int fl_release(fl_region *r, const fl_lease *lease)
 {
     if (!r)
         return fl__fail(-EINVAL, "fl_release: NULL argument");
-    return r->be->release(r, lease);
+    int err = fl__lease_check(r, lease, "fl_release");
+    return err ? err : r->be->release(r, lease);
 }
 
 int fl_check(fl_region *r, const fl_lease *lease)
 {
     if (!r)
         return fl__fail(-EINVAL, "fl_check: NULL argument");
-    return r->be->check(r, lease);
+    int err = fl__lease_check(r, lease, "fl_check");
+    return err ? err : r->be->check(r, lease);
 }
 
 int fl_commit(fl_region *r, const fl_lease *lease, const char *record, const void *data,
@@ -176,7 +203,8 @@ int fl_commit(fl_region *r, const fl_lease *lease, const char *record, const voi
 {
     if (!r)
         return fl__fail(-EINVAL, "fl_commit: NULL argument");
-    return r->be->commit(r, lease, record, data, len, flags, accepted);
+    int err = fl__lease_check(r, lease, "fl_commit");
+    return err ? err : r->be->commit(r, lease, record, data, len, flags, accepted);
 }
 
 int fl_commit_token(fl_region *r, const char *key, uint64_t token, const char *record,

@@ -78,7 +78,8 @@ static void fl__report_loss(struct fl_keepalive *k, int err)
                       .deadline_ns = atomic_load_explicit(&k->deadline_ns, memory_order_relaxed),
                       .slot = k->slot,
                       .flags = k->flags,
-                      .handle = atomic_load_explicit(&k->handle, memory_order_relaxed)};
+                      .handle = atomic_load_explicit(&k->handle, memory_order_relaxed),
+                      .region = k->r->key_cookie};
         k->on_lost(k->arg, &l, err);
     }
     uint64_t one = 1;
@@ -108,7 +109,8 @@ static void *fl__keeper_main(void *arg)
                                                                   memory_order_relaxed),
                               .slot = k->slot,
                               .handle = atomic_load_explicit(&k->handle,
-                                                             memory_order_relaxed)};
+                                                             memory_order_relaxed),
+                              .region = r->key_cookie};
                 int err = fl_renew(r, &l, k->lease_ns);
                 if (err) {
                     fl__report_loss(k, err);
@@ -231,6 +233,7 @@ int fl_keepalive_status(const fl_keepalive *k, fl_lease *lease)
         lease->slot = k->slot;
         lease->flags = k->flags;
         lease->handle = atomic_load_explicit(&k->handle, memory_order_relaxed);
+        lease->region = k->r->key_cookie;
     }
     int lost = atomic_load_explicit(&k->lost, memory_order_relaxed);
     return lost ? fl__fail(lost, "the kept-alive lease was lost") : 0;

@@ -300,7 +300,11 @@ static void test_bad_arguments(void **state)
     assert_int_equal(fl_acquire(r, "k", TH_S, 0, &l), 0);
     assert_int_equal(fl_renew(ro, &l, TH_S), -EINVAL);
     assert_int_equal(fl_release(ro, &l), -EINVAL);
-    assert_int_equal(fl_check(ro, &l), 0); /* check only reads */
+    /* A lease is valid only with the handle that acquired it (I8): even a
+     * read-only handle of the same region refuses it, as an etcd handle
+     * must (its slot names another key there). */
+    assert_int_equal(fl_check(ro, &l), -EINVAL);
+    assert_non_null(strstr(fl_last_error(), "another region handle"));
     assert_int_equal(fl_release(r, &l), 0);
     fl_close(ro);
 
@@ -308,6 +312,63 @@ static void test_bad_arguments(void **state)
     fl_lock_info li;
     assert_int_equal(fl_lock_info_get(r, 1000, &li), -ERANGE);
     fl_close(r);
+}
+
+/* I8 I9: a lease is valid only with the handle that acquired it.  Region X
+ * gives "a" slot 0, region Y gives "b" slot 0: X's lease for "a" used with
+ * Y would fence Y's record of "b" with a token of "a" (defect 5 of the
+ * etcd review; the same hole on a region file). */
+static void test_foreign_lease(void **state)
+{
+    (void)state;
+    char px[512], py[512];
+    snprintf(px, sizeof px, "%s", th_path("foreign-x.region"));
+    snprintf(py, sizeof py, "%s", th_path("foreign-y.region"));
+    assert_int_equal(fl__test_region_create_ready(px, &tiny), 0);
+    assert_int_equal(fl__test_region_create_ready(py, &tiny), 0);
+    fl_region *x, *y, *x2;
+    assert_int_equal(fl_open(px, &x), 0);
+    assert_int_equal(fl_open(py, &y), 0);
+    assert_int_equal(fl_open(px, &x2), 0);
+    fl_lease a, b;
+    for (int i = 0; i < 3; i++) { /* "b"'s tokens pass "a"'s */
+        assert_int_equal(fl_acquire(y, "b", TH_S, 0, &b), 0);
+        assert_int_equal(fl_release(y, &b), 0);
+    }
+    assert_int_equal(fl_acquire(y, "b", 10 * TH_S, 0, &b), 0);
+    assert_int_equal(fl_commit(y, &b, "rb", "b", 1, 0, NULL), 0);
+    assert_int_equal(fl_acquire(x, "a", 10 * TH_S, 0, &a), 0);
+    assert_int_equal(a.slot, b.slot);
+    assert_true(a.region != 0 && a.region != b.region);
+    const fl_region *const others[] = {y, x2}; /* another region; another handle of X */
+    for (size_t i = 0; i < 2; i++) {
+        fl_region *o = (fl_region *)others[i];
+        assert_int_equal(fl_commit(o, &a, "rb", "a", 1, 0, NULL), -EINVAL);
+        assert_non_null(strstr(fl_last_error(), "another region handle"));
+        assert_int_equal(fl_commit_u64(o, &a, "rb", 1, 0, NULL), -EINVAL);
+        assert_int_equal(fl_renew(o, &a, TH_S), -EINVAL);
+        assert_int_equal(fl_check(o, &a), -EINVAL);
+        assert_int_equal(fl_release(o, &a), -EINVAL);
+        fl_keepalive *k = NULL;
+        assert_int_equal(fl_keepalive_start(o, &a, TH_S, NULL, NULL, &k), -EINVAL);
+    }
+    fl_lease forged = a;
+    forged.region = 0;
+    assert_int_equal(fl_commit(x, &forged, "ra", "a", 1, 0, NULL), -EINVAL);
+    assert_non_null(strstr(fl_last_error(), "never issued"));
+    char buf[4];
+    size_t len;
+    uint64_t fence;
+    assert_int_equal(fl_read(y, "rb", buf, sizeof buf, &len, &fence), 0);
+    assert_int_equal(fence, b.token);
+    /* With its own handle, all of it works. */
+    assert_int_equal(fl_commit(x, &a, "ra", "a", 1, 0, NULL), 0);
+    assert_int_equal(fl_renew(x, &a, 10 * TH_S), 0);
+    assert_int_equal(fl_release(x, &a), 0);
+    assert_int_equal(fl_release(y, &b), 0);
+    fl_close(x2);
+    fl_close(y);
+    fl_close(x);
 }
 
 /* I9: a full key table */
@@ -478,6 +539,7 @@ int main(void)
         cmocka_unit_test(test_corrupt_header_checksum),
         cmocka_unit_test(test_not_a_regular_file),
         cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_foreign_lease),
         cmocka_unit_test(test_full_key_table),
         cmocka_unit_test(test_paths),
         cmocka_unit_test(test_path_too_long),

@@ -38,7 +38,8 @@ UNREGISTERED_MAX = 32
 
 class FlLease(Structure):
     _fields_ = [("token", c_uint64), ("deadline_ns", c_uint64), ("slot", c_uint32),
-                ("flags", c_uint32), ("handle", c_uint64), ("reserved", c_uint64 * 4)]
+                ("flags", c_uint32), ("handle", c_uint64), ("region", c_uint64),
+                ("reserved", c_uint64 * 3)]
 
 
 class FlKey(Structure):
