@@ -51,6 +51,7 @@ int fl__etcd_open(const char *uri, bool readonly, struct fl__etcd **out)
         if (*p <= ' ' || *p > '~')
             *p = '?';
     atomic_init(&e->min_ttl, 0);
+    atomic_init(&e->commit_seq, 0);
     pthread_mutex_init(&e->lock, NULL);
     fl__etcd_revoker_init(e);
     /* A read-only handle writes nothing: an absent epoch reads as 0. */
@@ -125,6 +126,10 @@ static void fl__be_close(fl_region *r)
 {
     struct fl__etcd *e = fl__e(r);
     if (!fl__handle_is_inherited(r)) {
+        /* All that follows gets one request timeout, however many requests
+         * it still has to make and however many endpoints are silent: what
+         * it cannot reach ends by itself (leases at their TTL). */
+        fl__etcd_client_closing(&e->c);
         /* The keepalive thread renews through this handle: stop it first.
          * Then what is still held is abandoned, as a death would leave it
          * (its next holder sees FL_LEASE_OWNER_DIED). */
@@ -214,10 +219,11 @@ static int fl__be_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns)
     struct fl__etcd_lease h;
     fl__from_lease(lease, &h);
     err = fl__etcd_renew(fl__e(r), &h, lease_ns);
-    if (!err) {
-        lease->deadline_ns = h.deadline_ns;
+    /* On -EAGAIN too: the deadline then is what the holding lasts whichever
+     * way the renew went (lock.c, RENEW). */
+    lease->deadline_ns = h.deadline_ns;
+    if (!err)
         lease->handle = h.lease_id;
-    }
     return err;
 }
 

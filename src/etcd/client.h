@@ -287,6 +287,11 @@ json_t *fl__etcd_num(uint64_t v);
  * "GREATER", "LESS", "NOT_EQUAL". */
 json_t *fl__etcd_cmp_rev(const void *key, size_t klen, const char *target, const char *result,
                          uint64_t rev);
+/* The same compare over every key of [key, end): true when each key of the
+ * range passes it, and when the range is empty (a missing key's revisions
+ * are 0: CREATE EQUAL 0 over a range says "no key in it"). */
+json_t *fl__etcd_cmp_rev_range(const void *key, size_t klen, const void *end, size_t elen,
+                               const char *target, const char *result, uint64_t rev);
 json_t *fl__etcd_cmp_value(const void *key, size_t klen, const char *result, const void *v,
                            size_t vlen);
 json_t *fl__etcd_cmp_lease(const void *key, size_t klen, const char *result, uint64_t lease);

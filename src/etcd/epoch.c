@@ -167,6 +167,20 @@ int fl__etcd_history_check(struct fl__etcd_client *c, struct fl__etcd_reply *rp,
                          (uint64_t)(seen_before & (FL__ETCD_REV_LIMIT - 1)), epoch);
 }
 
+/* [PREFIX/kind/, PREFIX/kind0): every key of one kind of the layout. */
+static void fl__kind_range(const struct fl__etcd_client *c, const char *kind,
+                           char key[FL__ETCD_KEY_MAX], size_t *klen, char end[FL__ETCD_KEY_MAX])
+{
+    *klen = fl__etcd_key(c, kind, "", 0, key);
+    memcpy(end, key, *klen);
+    end[*klen - 1]++; /* '/' + 1 = '0' */
+}
+
+/* The kinds of keys whose presence means tokens were issued under the prefix
+ * (etcd.h, LAYOUT): a lock key, a marker, a record. */
+static const char *const fl__issued_kinds[] = {"lock", "last", "rec"};
+#define FL__ISSUED_KINDS (sizeof fl__issued_kinds / sizeof fl__issued_kinds[0])
+
 int fl__etcd_epoch_load(struct fl__etcd_client *c, bool create, uint64_t *epoch)
 {
     char key[FL__ETCD_KEY_MAX];
@@ -177,10 +191,25 @@ int fl__etcd_epoch_load(struct fl__etcd_client *c, bool create, uint64_t *epoch)
         return err;
     if (e == 0 && create) {
         /* The first client of a prefix makes epoch 1; a racing one reads it.
-         * Repeatable: a repeated creation fails its compare and reads. */
+         * Only a prefix where no token was ever issued: an epoch deleted
+         * after tokens were handed out (etcdctl del PREFIX/epoch) must never
+         * start numbering again at 1, below them (I1).  So the Txn also
+         * compares that no lock key, marker or record exists.  Repeatable:
+         * a repeated creation fails its compare and reads. */
+        json_t *cmp = fl__etcd_list(fl__etcd_cmp_rev(key, klen, "CREATE", "EQUAL", 0),
+                                    FL__ETCD_END);
+        for (size_t i = 0; cmp && i < FL__ISSUED_KINDS; i++) {
+            char from[FL__ETCD_KEY_MAX], to[FL__ETCD_KEY_MAX];
+            size_t flen;
+            fl__kind_range(c, fl__issued_kinds[i], from, &flen, to);
+            json_t *one = fl__etcd_cmp_rev_range(from, flen, to, flen, "CREATE", "EQUAL", 0);
+            if (!one || json_array_append_new(cmp, one) != 0) {
+                json_decref(cmp);
+                cmp = NULL;
+            }
+        }
         json_t *req = fl__etcd_txn(
-            fl__etcd_list(fl__etcd_cmp_rev(key, klen, "CREATE", "EQUAL", 0), FL__ETCD_END),
-            fl__etcd_list(fl__etcd_op_put(key, klen, "1", 1, 0, false), FL__ETCD_END),
+            cmp, fl__etcd_list(fl__etcd_op_put(key, klen, "1", 1, 0, false), FL__ETCD_END),
             fl__etcd_list(fl__etcd_op_range(key, klen), FL__ETCD_END));
         struct fl__etcd_reply rp;
         err = fl__etcd_post_nocheck(c, "/v3/kv/txn", "txn create epoch", req,
@@ -202,8 +231,14 @@ int fl__etcd_epoch_load(struct fl__etcd_client *c, bool create, uint64_t *epoch)
                 err = fl__etcd_epoch_parse(&rp, &kv, &e);
                 fl__etcd_kv_free(&kv);
             } else if (found == 0)
-                err = fl__etcd_fail(-EPROTO, "etcd %s: the epoch key is absent, yet its "
-                                             "creation failed", rp.endpoint);
+                err = fl__etcd_fail(-ENOTRECOVERABLE,
+                                    "etcd %s: the epoch key %s/epoch is missing, but the prefix "
+                                    "holds locks or records: tokens were issued under an epoch "
+                                    "that is gone (deleted?), and numbering again from 1 could "
+                                    "repeat them.  Run `fencelock etcd-epoch --region URI "
+                                    "--bump`: it sets an epoch above every token the prefix "
+                                    "holds (docs/etcd.md, Tokens)",
+                                    rp.endpoint, c->uri.prefix);
             else
                 err = found;
         }
@@ -222,6 +257,103 @@ int fl__etcd_epoch_load(struct fl__etcd_client *c, bool create, uint64_t *epoch)
     return 0;
 }
 
+/* The epoch a value under the prefix names, as its layout writes it (etcd.h,
+ * LAYOUT): a lock value "E PID HOST", a marker "H E" or "R T"/"D T", a
+ * record "KEY NUL T ...".  0 when it names none (an empty record key). */
+static int fl__value_epoch(const struct fl__etcd_reply *rp, const char *kind,
+                           const struct fl__etcd_kv *kv, uint64_t *epoch)
+{
+    const unsigned char *v = kv->value ? kv->value : (const unsigned char *)"";
+    size_t n = kv->value_len, i = 0, digits = 20;
+    bool token = true;
+    if (strcmp(kind, "lock") == 0) {
+        token = false;
+        digits = 7;
+    } else if (strcmp(kind, "last") == 0) {
+        if (n < 3 || v[1] != ' ')
+            goto bad;
+        token = v[0] != 'H';
+        digits = token ? 20 : 7;
+        i = 2;
+    } else {
+        const unsigned char *nul = memchr(v, '\0', n);
+        if (!nul)
+            goto bad;
+        i = (size_t)(nul - v) + 1;
+    }
+    uint64_t x = 0;
+    size_t start = i;
+    while (i < n && i - start < digits && v[i] >= '0' && v[i] <= '9')
+        x = x * 10 + (uint64_t)(v[i++] - '0');
+    if (i == start || (token && i - start != 20) || (!token && x >= FL__ETCD_EPOCH_LIMIT))
+        goto bad;
+    *epoch = token ? x >> FL__ETCD_EPOCH_SHIFT : x;
+    return 0;
+bad:
+    return fl__etcd_fail(-EPROTO, "etcd %s: %.*s holds a value fencelock does not write: its "
+                                  "epoch cannot be known",
+                         rp->endpoint, (int)(kv->key_len > 200 ? 200 : kv->key_len),
+                         (const char *)kv->key);
+}
+
+/* The greatest epoch named by any lock key, marker or record of the prefix
+ * (0: none), read in pages (records are large). */
+static int fl__epoch_floor(struct fl__etcd_client *c, uint64_t *max)
+{
+    *max = 0;
+    for (size_t k = 0; k < FL__ISSUED_KINDS; k++) {
+        char base[FL__ETCD_KEY_MAX], from[FL__ETCD_KEY_MAX + 1], to[FL__ETCD_KEY_MAX];
+        size_t blen, flen;
+        fl__kind_range(c, fl__issued_kinds[k], base, &blen, to);
+        memcpy(from, base, blen);
+        flen = blen;
+        for (;;) {
+            json_t *req = json_pack("{s:o, s:o, s:o}", "key", fl__etcd_b64(from, flen),
+                                    "range_end", fl__etcd_b64(to, blen), "limit",
+                                    fl__etcd_num(32));
+            struct fl__etcd_reply rp;
+            int err = fl__etcd_post_nocheck(c, "/v3/kv/range", "range (epoch floor)", req,
+                                            FL__ETCD_IDEMPOTENT, &rp);
+            json_decref(req);
+            if (err == -EREMOTEIO)
+                err = fl__etcd_refusal(&rp);
+            json_t *arr = NULL;
+            if (!err)
+                err = fl__etcd_arr(&rp, rp.body, "kvs", &arr);
+            bool more = false;
+            if (!err)
+                err = fl__etcd_bool(&rp, rp.body, "more", &more);
+            size_t n = arr ? json_array_size(arr) : 0;
+            for (size_t i = 0; !err && i < n; i++) {
+                struct fl__etcd_kv kv;
+                err = fl__etcd_kv_parse(&rp, json_array_get(arr, i), 1u << 20, &kv);
+                uint64_t e = 0;
+                if (!err && (kv.key_len <= blen || kv.key_len >= FL__ETCD_KEY_MAX ||
+                             memcmp(kv.key, base, blen) != 0))
+                    err = fl__etcd_fail(-EPROTO, "etcd %s: range (epoch floor): a key outside "
+                                                 "the range asked for",
+                                        rp.endpoint);
+                if (!err)
+                    err = fl__value_epoch(&rp, fl__issued_kinds[k], &kv, &e);
+                if (!err && e > *max)
+                    *max = e;
+                if (!err && i + 1 == n) { /* the next page starts after this key */
+                    memcpy(from, kv.key, kv.key_len);
+                    from[kv.key_len] = '\0';
+                    flen = kv.key_len + 1;
+                }
+                fl__etcd_kv_free(&kv);
+            }
+            fl__etcd_reply_free(&rp);
+            if (err)
+                return err;
+            if (!more || n == 0)
+                break;
+        }
+    }
+    return 0;
+}
+
 int fl__etcd_epoch_bump(struct fl__etcd_client *c, uint64_t at_least, uint64_t *before,
                         uint64_t *after)
 {
@@ -232,7 +364,15 @@ int fl__etcd_epoch_bump(struct fl__etcd_client *c, uint64_t at_least, uint64_t *
         int err = fl__epoch_read(c, &e, &mod_rev, &rev);
         if (err)
             return err;
-        uint64_t next = e + 1 > at_least ? e + 1 : at_least;
+        /* Above the current epoch, and above every epoch a key of the prefix
+         * names (an epoch deleted, or set back, after tokens were issued). */
+        uint64_t floor = 0;
+        err = fl__epoch_floor(c, &floor);
+        if (err)
+            return err;
+        uint64_t next = e > floor ? e + 1 : floor + 1;
+        if (next < at_least)
+            next = at_least;
         if (next >= FL__ETCD_EPOCH_LIMIT)
             return fl__etcd_fail(-EOVERFLOW, "etcd %s: epoch %" PRIu64 " would pass the last "
                                              "one (%llu)", c->uri.prefix, next,

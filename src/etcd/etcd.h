@@ -23,8 +23,10 @@
  *                      a holding that ended without release:
  *                      FL_LEASE_EXPIRED.  It also says which tokens KEY
  *                      issued (fl_commit_token).
- *   PREFIX/rec/NAME    KEY NUL %020(T) DATA: the record's binding, the
- *                      greatest token it accepted, its value (record.c).
+ *   PREFIX/rec/NAME    KEY NUL %020(T) %020(S) DATA: the record's binding,
+ *                      the greatest token it accepted, the sequence number of
+ *                      that commit among its holding's commits (0 for
+ *                      fl_commit_token), its value (record.c).
  *
  * etcd keys are bytes; KEY and NAME are the caller's bytes (1..FL_KEY_MAX,
  * no NUL).  PREFIX's rules (uri.c) keep prefixes from sharing keys.
@@ -42,9 +44,10 @@
 /* Largest record value: etcd takes requests up to 1.5 MiB by default, and
  * a commit Txn carries the value twice (the nested form, record.c). */
 #define FL__ETCD_RECORD_MAX (512u << 10)
-/* KEY NUL %020(T) before the data. */
+/* KEY NUL %020(T) %020(S) before the data (record.c). */
 #define FL__ETCD_TOKEN_DIGITS 20
-#define FL__ETCD_RECORD_HDR_MAX (FL_KEY_MAX + 1 + FL__ETCD_TOKEN_DIGITS)
+#define FL__ETCD_SEQ_DIGITS 20
+#define FL__ETCD_RECORD_HDR_MAX (FL_KEY_MAX + 1 + FL__ETCD_TOKEN_DIGITS + FL__ETCD_SEQ_DIGITS)
 /* etcd's largest lease TTL (seconds: MaxLeaseTTL). */
 #define FL__ETCD_TTL_MAX 9000000000ull
 /* Keys a handle interns (its fl_lease.slot numbers); never shrunk. */
@@ -68,6 +71,9 @@ struct fl__etcd_key {
     uint32_t held_tid;   /* ... and the thread that made it (-EDEADLK) */
     bool release_unsure; /* ... whose fl_release had no answer (may have
                             taken effect): a retry's "R T" is its own */
+    uint64_t moving_lease; /* ... a renew's new etcd lease whose move of the key
+                              had no known outcome (0: none): the key is on it or
+                              on held_lease, and both are kept (lock.c, RENEW) */
 };
 
 /* What inspect.c keeps between fl_region_info_get and the per-index calls. */
@@ -91,6 +97,10 @@ struct fl__etcd {
     /* etcd's minimum lease TTL, learnt from grants it raised (0: not seen).
      * relaxed: a hint that saves a lease move in renew. */
     _Atomic uint64_t min_ttl;
+    /* The sequence of this handle's commits (record.c, SEQUENCE).  relaxed:
+     * only each value's uniqueness and the order of one thread's commits
+     * matter, which the counter's modification order gives. */
+    _Atomic uint64_t commit_seq;
 
     pthread_mutex_t lock; /* the key table and snap */
     struct fl__etcd_key **keys;
@@ -159,15 +169,17 @@ int fl__etcd_commit_token(struct fl__etcd *e, const char *key, uint64_t token,
                           uint64_t *accepted);
 int fl__etcd_read(struct fl__etcd *e, const char *record, void *buf, size_t cap, size_t *len,
                   uint64_t *fence);
-/* Split a record value into its bound key, token and data: 0 or -EPROTO. */
-int fl__etcd_record_parse(const struct fl__etcd_reply *rp, const unsigned char *v, size_t n,
-                          size_t *key_len, uint64_t *token, size_t *data_off);
 /* A record's value split (fl__etcd_record_parse). */
 struct fl__etcd_record {
     size_t key_len;  /* the bound key: the value's first key_len bytes */
     uint64_t token;  /* the greatest accepted token */
+    uint64_t seq;    /* its commit's place among its holding's commits (0: by token) */
     size_t data_off; /* where the committed bytes start */
 };
+/* Split a record value into its bound key, token, sequence and data: 0 or
+ * -EPROTO. */
+int fl__etcd_record_parse(const struct fl__etcd_reply *rp, const unsigned char *v, size_t n,
+                          struct fl__etcd_record *out);
 /* Range record `name` (one request, fl_read's and fl_record_info_get's):
  * 0 with *kv (free it with fl__etcd_kv_free) and *out; -ENOENT ("record
  * NAME " + missing) when it does not exist; or the request's error.  *rp

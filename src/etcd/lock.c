@@ -52,7 +52,13 @@
  * then revokes L.  RENEW keeps L alive (keepalive, which renews to L's
  * granted TTL) and then checks that lock/KEY is still this holding; when the
  * caller asks for another length, it grants L2 and moves the key to it in a
- * Txn comparing create_revision == r and lease == L, then revokes L.
+ * Txn comparing create_revision == r and lease == L, then revokes L.  If that
+ * Txn's answer is lost, the key is on L or on L2 and nobody knows which:
+ * revoking either could end the holding under its holder.  So both stay
+ * (the handle notes L2 as moving_lease), the caller's deadline becomes the
+ * earlier of the two leases' (the holding lasts at least that long either
+ * way), renew answers -EAGAIN, and the next renew, release or check reads
+ * the key, keeps the lease it is on and lets the other go.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -237,6 +243,7 @@ static void fl__set_held(struct fl__etcd *e, uint32_t slot, uint64_t token, uint
     k->held_lease = lease;
     k->held_tid = fl__etcd_tid();
     k->release_unsure = false;
+    k->moving_lease = 0;
     if (k->newest < token)
         k->newest = token;
     pthread_mutex_unlock(&e->lock);
@@ -249,6 +256,7 @@ static void fl__clear_held(struct fl__etcd *e, uint32_t slot, uint64_t token)
         e->keys[slot]->held_token = 0;
         e->keys[slot]->held_lease = 0;
         e->keys[slot]->release_unsure = false;
+        e->keys[slot]->moving_lease = 0;
     }
     pthread_mutex_unlock(&e->lock);
 }
@@ -791,6 +799,46 @@ static int fl__is_holding(struct fl__etcd *e, const struct fl__keys *k, uint64_t
     return err;
 }
 
+/* A renew whose move of the key had no known outcome left two leases (RENEW):
+ * read the key, keep the lease it is on, let the other go.  Still unknown
+ * (the read failed): both stay, and the error is returned. */
+static int fl__settle_move(struct fl__etcd *e, uint32_t slot, uint64_t token,
+                           const struct fl__keys *k)
+{
+    pthread_mutex_lock(&e->lock);
+    struct fl__etcd_key *key = slot < e->nkeys ? e->keys[slot] : NULL;
+    uint64_t moving = key && key->held_token == token ? key->moving_lease : 0;
+    pthread_mutex_unlock(&e->lock);
+    if (!moving)
+        return 0;
+    bool ours = false;
+    uint64_t on = 0;
+    int err = fl__is_holding(e, k, token, 0, &ours, &on);
+    if (err)
+        return err;
+    uint64_t drop[2] = {0, 0};
+    pthread_mutex_lock(&e->lock);
+    if (key->held_token == token && key->moving_lease == moving) {
+        uint64_t old = key->held_lease;
+        if (ours && on == moving) { /* the move took effect */
+            key->held_lease = moving;
+            drop[0] = old;
+        } else if (ours && on == old) { /* it did not */
+            drop[0] = moving;
+        } else { /* the holding is over (or on a lease not ours): both go */
+            drop[0] = moving;
+            drop[1] = ours ? old : 0;
+            if (ours)
+                key->held_lease = on;
+        }
+        key->moving_lease = 0;
+    }
+    pthread_mutex_unlock(&e->lock);
+    for (int i = 0; i < 2; i++)
+        fl__etcd_revoke_later(e, drop[i]);
+    return 0;
+}
+
 int fl__etcd_check(struct fl__etcd *e, const struct fl__etcd_lease *l)
 {
     char key[FL_KEY_MAX + 1];
@@ -803,6 +851,9 @@ int fl__etcd_check(struct fl__etcd *e, const struct fl__etcd_lease *l)
                         key, l->token);
     struct fl__keys k;
     fl__keys_of(e, key, strlen(key), &k);
+    err = fl__settle_move(e, l->slot, l->token, &k);
+    if (err)
+        return err;
     bool ours = false;
     err = fl__is_holding(e, &k, l->token, fl__held_lease(e, l->slot, l->token, l->lease_id),
                          &ours, NULL);
@@ -886,6 +937,9 @@ out:
 static int fl__holding_lease(struct fl__etcd *e, const struct fl__etcd_lease *l,
                              const struct fl__keys *k, uint64_t *lease, bool *ours)
 {
+    int err = fl__settle_move(e, l->slot, l->token, k);
+    if (err)
+        return err;
     *lease = fl__held_lease(e, l->slot, l->token, l->lease_id);
     *ours = *lease != 0;
     return *ours ? 0 : fl__is_holding(e, k, l->token, 0, ours, lease);
@@ -927,16 +981,28 @@ void fl__etcd_abandon_all(struct fl__etcd *e)
             pthread_mutex_unlock(&e->lock);
             return;
         }
-        struct fl__etcd_key *k = e->keys[s];
-        uint64_t token = k->held_token, lease = k->held_lease;
+        uint64_t token = e->keys[s]->held_token;
         char key[FL_KEY_MAX + 1];
-        memcpy(key, k->name, k->len + 1);
-        k->held_token = k->held_lease = 0;
+        memcpy(key, e->keys[s]->name, e->keys[s]->len + 1);
         pthread_mutex_unlock(&e->lock);
-        if (!token || !lease)
+        if (!token)
             continue;
-        (void)fl__release_as(e, key, token, lease, 'D', false); /* best effort */
-        fl__drop_lease(e, lease);
+        struct fl__keys k;
+        fl__keys_of(e, key, strlen(key), &k);
+        (void)fl__settle_move(e, s, token, &k); /* best effort: else both leases below */
+        pthread_mutex_lock(&e->lock);
+        struct fl__etcd_key *kk = e->keys[s];
+        uint64_t leases[2] = {kk->held_token == token ? kk->held_lease : 0,
+                              kk->held_token == token ? kk->moving_lease : 0};
+        if (kk->held_token == token)
+            kk->held_token = kk->held_lease = kk->moving_lease = 0;
+        pthread_mutex_unlock(&e->lock);
+        for (int i = 0; i < 2; i++) {
+            if (!leases[i])
+                continue;
+            (void)fl__release_as(e, key, token, leases[i], 'D', false); /* best effort */
+            fl__drop_lease(e, leases[i]);
+        }
     }
 }
 
@@ -1022,8 +1088,19 @@ int fl__etcd_renew(struct fl__etcd *e, struct fl__etcd_lease *l, uint64_t lease_
             err = found;
     }
     fl__etcd_reply_free(&rp);
+    if (err == -EAGAIN || err == -EPROTO) {
+        /* Unknown: the key is on lease or on lease2, and both stay (RENEW).
+         * The holding lasts at least as long as the shorter of the two. */
+        pthread_mutex_lock(&e->lock);
+        if (e->keys[l->slot]->held_token == l->token)
+            e->keys[l->slot]->moving_lease = lease2;
+        pthread_mutex_unlock(&e->lock);
+        uint64_t kept = t0 + ttl * FL__NS_PER_S, moved = base + granted * FL__NS_PER_S;
+        l->deadline_ns = kept < moved ? kept : moved;
+        return err;
+    }
     if (err || !ok) {
-        fl__drop_lease(e, lease2);
+        fl__drop_lease(e, lease2); /* the Txn had no effect */
         if (err)
             return err;
         goto stale;

@@ -237,6 +237,17 @@ json_t *fl__etcd_cmp_rev(const void *key, size_t klen, const char *target, const
                      "result", result, field, fl__etcd_num(rev));
 }
 
+json_t *fl__etcd_cmp_rev_range(const void *key, size_t klen, const void *end, size_t elen,
+                               const char *target, const char *result, uint64_t rev)
+{
+    json_t *cmp = fl__etcd_cmp_rev(key, klen, target, result, rev);
+    if (cmp && json_object_set_new(cmp, "range_end", fl__etcd_b64(end, elen)) != 0) {
+        json_decref(cmp);
+        return NULL;
+    }
+    return cmp;
+}
+
 json_t *fl__etcd_cmp_value(const void *key, size_t klen, const char *result, const void *v,
                            size_t vlen)
 {

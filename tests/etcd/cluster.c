@@ -146,19 +146,24 @@ static size_t ec_write(char *d, size_t size, size_t nmemb, void *arg)
 
 static void ec_curl_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
-static int ec_post_port(const char *host, int port, const char *path, const char *body, char *out, size_t cap,
-                        long timeout_ms)
+/* One POST to host:port; on a secured cluster over TLS with the client's
+ * files, and with auth (a token in an "Authorization:" line) if not NULL. */
+static int ec_post_raw(const ec_cluster *c, const char *host, int port, const char *path,
+                       const char *body, const char *auth, char *out, size_t cap,
+                       long timeout_ms)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, ec_curl_init);
     CURL *h = curl_easy_init();
     if (!h)
         return 0;
+    bool tls = c && c->secure;
     char url[256];
-    snprintf(url, sizeof url, "http://%s:%d%s", host, port, path);
+    snprintf(url, sizeof url, "%s://%s:%d%s", tls ? "https" : "http", host, port, path);
     char dummy[1];
     struct ec_buf b = {.p = out ? out : dummy, .n = 0, .cap = out ? cap : sizeof dummy};
     b.p[0] = '\0';
+    struct curl_slist *hdrs = auth ? curl_slist_append(NULL, auth) : NULL;
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_PROXY, "");
@@ -166,17 +171,65 @@ static int ec_post_port(const char *host, int port, const char *path, const char
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, ec_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    if (hdrs)
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    if (tls) {
+        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca);
+        curl_easy_setopt(h, CURLOPT_SSLCERT, c->cert);
+        curl_easy_setopt(h, CURLOPT_SSLKEY, c->key);
+    }
     long status = 0;
     if (curl_easy_perform(h) == CURLE_OK)
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_cleanup(h);
+    curl_slist_free_all(hdrs);
     return (int)status;
+}
+
+/* root's token on a secured cluster with auth on (NULL otherwise), cached
+ * per cluster; again asks for a new one. */
+static const char *ec_root_auth(const ec_cluster *c, const char *host, int port, bool again)
+{
+    static char line[512], owner[64];
+    if (!c || !c->secure || !c->auth_on)
+        return NULL;
+    if (!again && line[0] && strcmp(owner, c->token) == 0)
+        return line;
+    char body[128], out[1024];
+    snprintf(body, sizeof body, "{\"name\":\"root\",\"password\":\"%s\"}", c->root_password);
+    line[0] = '\0';
+    if (ec_post_raw(c, host, port, "/v3/auth/authenticate", body, NULL, out, sizeof out, 5000) !=
+        200)
+        return NULL;
+    json_t *j = json_loads(out, 0, NULL);
+    const char *t = json_string_value(json_object_get(j, "token"));
+    if (t)
+        snprintf(line, sizeof line, "Authorization: %s", t);
+    json_decref(j);
+    snprintf(owner, sizeof owner, "%s", c->token);
+    return line[0] ? line : NULL;
+}
+
+static int ec_post_port(const ec_cluster *c, const char *host, int port, const char *path,
+                        const char *body, char *out, size_t cap, long timeout_ms)
+{
+    const char *auth = ec_root_auth(c, host, port, false);
+    char mine[1 << 12];
+    char *o = out ? out : mine;
+    size_t oc = out ? cap : sizeof mine;
+    int st = ec_post_raw(c, host, port, path, body, auth, o, oc, timeout_ms);
+    if (c && c->secure && c->auth_on && st != 200 && strstr(o, "auth token")) {
+        auth = ec_root_auth(c, host, port, true); /* the token expired: another */
+        st = ec_post_raw(c, host, port, path, body, auth, o, oc, timeout_ms);
+    }
+    return st;
 }
 
 int ec_post(const ec_cluster *c, int i, const char *path, const char *body, char *out,
             size_t cap)
 {
-    return ec_post_port(c->m[i].host, c->m[i].client_port, path, body, out, cap, 5000);
+    return ec_post_port(c, c->m[i].host, c->m[i].client_port, path, body, out, cap, 5000);
 }
 
 /* ---- processes ---- */
@@ -244,23 +297,49 @@ int ec_run(const char *const *argv, int timeout_ms, char *out, size_t cap)
     return WEXITSTATUS(st);
 }
 
+static const char *ec_scheme(const ec_cluster *c) { return c->secure ? "https" : "http"; }
+
+/* Member i's certificate and key (a secured cluster). */
+static void ec_member_files(const ec_cluster *c, int i, char *cert, char *key, size_t cap)
+{
+    snprintf(cert, cap, "%s/%s.%s.pem", th_tmpdir(), c->token, c->m[i].name);
+    snprintf(key, cap, "%s/%s.%s.key", th_tmpdir(), c->token, c->m[i].name);
+}
+
 static void ec_spawn_member(ec_cluster *c, int i, const char *state)
 {
     ec_member *m = &c->m[i];
-    char client[64], peer[64];
-    snprintf(client, sizeof client, "http://%s:%d", m->host, m->client_port);
-    snprintf(peer, sizeof peer, "http://%s:%d", m->host, m->peer_port);
-    const char *argv[] = {ec_etcd_bin(),
-                          "--name", m->name,
-                          "--data-dir", m->data_dir,
-                          "--listen-client-urls", client,
-                          "--advertise-client-urls", client,
-                          "--listen-peer-urls", peer,
-                          "--initial-advertise-peer-urls", peer,
-                          "--initial-cluster", c->initial_cluster,
-                          "--initial-cluster-token", c->token,
-                          "--initial-cluster-state", state,
-                          NULL};
+    char client[64], peer[64], cert[700], key[700], ttl[16];
+    snprintf(client, sizeof client, "%s://%s:%d", ec_scheme(c), m->host, m->client_port);
+    snprintf(peer, sizeof peer, "%s://%s:%d", ec_scheme(c), m->host, m->peer_port);
+    ec_member_files(c, i, cert, key, sizeof cert);
+    snprintf(ttl, sizeof ttl, "%d", EC_AUTH_TTL_S);
+    const char *argv[40] = {ec_etcd_bin(),
+                            "--name", m->name,
+                            "--data-dir", m->data_dir,
+                            "--listen-client-urls", client,
+                            "--advertise-client-urls", client,
+                            "--listen-peer-urls", peer,
+                            "--initial-advertise-peer-urls", peer,
+                            "--initial-cluster", c->initial_cluster,
+                            "--initial-cluster-token", c->token,
+                            "--initial-cluster-state", state,
+                            NULL};
+    if (c->secure) {
+        /* TLS to clients and between members, each side verifying the
+         * other's certificate against the test's CA. */
+        const char *tls[] = {"--cert-file", cert, "--key-file", key,
+                             "--trusted-ca-file", c->ca, "--client-cert-auth",
+                             "--peer-cert-file", cert, "--peer-key-file", key,
+                             "--peer-trusted-ca-file", c->ca, "--peer-client-cert-auth",
+                             "--auth-token-ttl", ttl, NULL};
+        int n = 0;
+        while (argv[n])
+            n++;
+        for (int k = 0; tls[k]; k++)
+            argv[n++] = tls[k];
+        argv[n] = NULL;
+    }
     /* A member in a network namespace: the child joins it before exec. */
     int nsfd = -1;
     if (m->netns[0]) {
@@ -305,8 +384,8 @@ bool ec_wait_ready(const ec_cluster *c, int i, int timeout_ms)
                 return false; /* it exited */
             }
         }
-        if (ec_post_port(c->m[i].host, c->m[i].client_port, "/v3/kv/range", "{\"key\":\"AA==\"}", out,
-                         sizeof out, 2000) == 200)
+        if (ec_post_port(c, c->m[i].host, c->m[i].client_port, "/v3/kv/range",
+                         "{\"key\":\"AA==\"}", out, sizeof out, 2000) == 200)
             return true;
         struct timespec ts = {0, 20 * 1000 * 1000}; /* polling a condition */
         nanosleep(&ts, NULL);
@@ -338,18 +417,123 @@ static void ec_new_dirs(ec_cluster *c)
     }
 }
 
+bool ec_secure_wanted(void)
+{
+    const char *v = getenv("FL_ETCD_SECURE");
+    return v && strcmp(v, "1") == 0;
+}
+
 void ec_start(ec_cluster *c, int n)
 {
     ec_start_on(c, n, NULL, NULL);
 }
 
-void ec_start_on(ec_cluster *c, int n, const char *const *hosts, const char *const *netns)
+/* Run openssl with the arguments (NULL-terminated); fail the test if it fails. */
+static void ec_openssl(const char *first, ...)
+{
+    const char *argv[40] = {"openssl", first};
+    int n = 2;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a; n < 39 && (a = va_arg(ap, const char *)) != NULL;)
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    char out[4096];
+    if (ec_run(argv, 30000, out, sizeof out) != 0)
+        ec_fail("openssl %s: %s", first, out);
+}
+
+static void ec_write_file(const char *path, const char *text, mode_t mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+        ec_fail("write %s: %s", path, strerror(errno));
+    close(fd);
+}
+
+/* A certificate signed by the test's CA: no CommonName (etcd's JSON gateway
+ * refuses one under RBAC: docs/etcd.md), SANs and key usages from ext. */
+static void ec_issue(const ec_cluster *c, const char *cert, const char *key, const char *subj,
+                     const char *ext)
+{
+    char csr[700], extfile[700], cakey[700];
+    snprintf(csr, sizeof csr, "%s.csr", cert);
+    snprintf(extfile, sizeof extfile, "%s.ext", cert);
+    snprintf(cakey, sizeof cakey, "%s.key", c->ca);
+    ec_write_file(extfile, ext, 0600);
+    ec_openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+               "-nodes", "-keyout", key, "-out", csr, "-subj", subj, NULL);
+    ec_openssl("x509", "-req", "-in", csr, "-CA", c->ca, "-CAkey", cakey, "-CAcreateserial",
+               "-days", "2", "-out", cert, "-extfile", extfile, NULL);
+}
+
+/* The CA, a certificate per member (its address as an IP SAN; for TLS to
+ * clients and peers), the client's certificate, and worker's password. */
+static void ec_make_tls(ec_cluster *c)
+{
+    snprintf(c->ca, sizeof c->ca, "%s/%s.ca.pem", th_tmpdir(), c->token);
+    snprintf(c->cert, sizeof c->cert, "%s/%s.client.pem", th_tmpdir(), c->token);
+    snprintf(c->key, sizeof c->key, "%s/%s.client.key", th_tmpdir(), c->token);
+    snprintf(c->password_file, sizeof c->password_file, "%s/%s.worker.pw", th_tmpdir(),
+             c->token);
+    char cakey[700];
+    snprintf(cakey, sizeof cakey, "%s.key", c->ca);
+    ec_openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+               "-nodes", "-keyout", cakey, "-out", c->ca, "-days", "2", "-subj",
+               "/O=fencelock test CA", NULL);
+    for (int i = 0; i < c->n; i++) {
+        char cert[700], key[700], ext[256];
+        ec_member_files(c, i, cert, key, sizeof cert);
+        snprintf(ext, sizeof ext,
+                 "subjectAltName=IP:%s,DNS:localhost\n"
+                 "extendedKeyUsage=serverAuth,clientAuth\n", c->m[i].host);
+        ec_issue(c, cert, key, "/O=fencelock test member", ext);
+    }
+    ec_issue(c, c->cert, c->key, "/O=fencelock test client", "extendedKeyUsage=clientAuth\n");
+    /* Passwords of the test's own: not secrets, but each cluster its own. */
+    snprintf(c->root_password, sizeof c->root_password, "root-%08x", (unsigned)rand());
+    char pw[64];
+    snprintf(pw, sizeof pw, "worker-%08x\n", (unsigned)rand());
+    ec_write_file(c->password_file, pw, 0600);
+}
+
+/* Users, the worker's role (granted prefixes by ec_uri), auth on. */
+static void ec_setup_rbac(ec_cluster *c)
+{
+    char out[4096], pw[64] = "";
+    FILE *f = fopen(c->password_file, "r");
+    if (!f || !fgets(pw, sizeof pw, f))
+        ec_fail("read %s", c->password_file);
+    fclose(f);
+    pw[strcspn(pw, "\n")] = '\0';
+    char rootpw[64], workerpw[80];
+    snprintf(rootpw, sizeof rootpw, "--new-user-password=%s", c->root_password);
+    snprintf(workerpw, sizeof workerpw, "--new-user-password=%s", pw);
+#define EC_CTL(...)                                                                           \
+    do {                                                                                      \
+        if (ec_etcdctl(c, 0, out, sizeof out, __VA_ARGS__, NULL) != 0)                        \
+            ec_fail("etcdctl: %s", out);                                                      \
+    } while (0)
+    EC_CTL("user", "add", "root", rootpw);
+    EC_CTL("user", "grant-role", "root", "root");
+    EC_CTL("role", "add", EC_ROLE);
+    EC_CTL("user", "add", EC_WORKER, workerpw);
+    EC_CTL("user", "grant-role", EC_WORKER, EC_ROLE);
+    EC_CTL("auth", "enable");
+#undef EC_CTL
+    c->auth_on = true;
+}
+
+static void ec_start_mode(ec_cluster *c, int n, const char *const *hosts,
+                          const char *const *netns, bool secure)
 {
     static int seq;
     if (n < 1 || n > EC_MAX_MEMBERS)
         ec_fail("ec_start: %d members", n);
     memset(c, 0, sizeof *c);
     c->n = n;
+    c->secure = secure;
     snprintf(c->token, sizeof c->token, "fltest-%d-%d", (int)getpid(), seq++);
     size_t off = 0;
     for (int i = 0; i < n; i++) {
@@ -359,14 +543,56 @@ void ec_start_on(ec_cluster *c, int n, const char *const *hosts, const char *con
         snprintf(m->netns, sizeof m->netns, "%s", netns && netns[i] ? netns[i] : "");
         ec_two_ports(&m->client_port, &m->peer_port);
         off += (size_t)snprintf(c->initial_cluster + off, sizeof c->initial_cluster - off,
-                                "%s%s=http://%s:%d", i ? "," : "", m->name, m->host,
-                                m->peer_port);
+                                "%s%s=%s://%s:%d", i ? "," : "", m->name, ec_scheme(c),
+                                m->host, m->peer_port);
     }
+    if (secure)
+        ec_make_tls(c);
     ec_new_dirs(c);
     for (int i = 0; i < n; i++)
         ec_spawn_member(c, i, "new");
     for (int i = 0; i < n; i++)
         ec_require_ready(c, i);
+    if (secure)
+        ec_setup_rbac(c);
+}
+
+void ec_start_on(ec_cluster *c, int n, const char *const *hosts, const char *const *netns)
+{
+    ec_start_mode(c, n, hosts, netns, ec_secure_wanted());
+}
+
+void ec_start_secure(ec_cluster *c, int n)
+{
+    ec_start_mode(c, n, NULL, NULL, true);
+}
+
+int ec_etcdctl(const ec_cluster *c, int i, char *out, size_t cap, ...)
+{
+    char ep[128], user[64];
+    snprintf(ep, sizeof ep, "%s://%s:%d", ec_scheme(c), c->m[i].host, c->m[i].client_port);
+    const char *argv[40] = {ec_etcdctl_bin(), "--endpoints", ep};
+    int n = 3;
+    if (c->secure) {
+        argv[n++] = "--cacert";
+        argv[n++] = c->ca;
+        argv[n++] = "--cert";
+        argv[n++] = c->cert;
+        argv[n++] = "--key";
+        argv[n++] = c->key;
+        if (c->auth_on) {
+            snprintf(user, sizeof user, "--user=root:%s", c->root_password);
+            argv[n++] = user;
+        }
+    }
+    va_list ap;
+    va_start(ap, cap);
+    for (const char *a; n < 39 && (a = va_arg(ap, const char *)) != NULL;)
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    char dummy[4096];
+    return ec_run(argv, 30000, out ? out : dummy, out ? cap : sizeof dummy);
 }
 
 void ec_kill(ec_cluster *c, int i, int sig)
@@ -437,10 +663,29 @@ int ec_leader(const ec_cluster *c, int timeout_ms)
     return -1;
 }
 
-const char *ec_uri(const ec_cluster *c, unsigned which, const char *prefix, char *buf,
-                   size_t cap)
+/* Grant worker's role read-write on prefix/ (a secured cluster), once. */
+static void ec_grant(ec_cluster *c, const char *prefix)
 {
-    size_t off = (size_t)snprintf(buf, cap, "etcd://");
+    for (int i = 0; i < c->nprefixes; i++)
+        if (strcmp(c->prefixes[i], prefix) == 0)
+            return;
+    char key[80], out[4096];
+    snprintf(key, sizeof key, "%s/", prefix);
+    int alive = 0;
+    while (alive < c->n && (c->m[alive].pid <= 0 || c->m[alive].paused))
+        alive++;
+    if (alive == c->n || ec_etcdctl(c, alive, out, sizeof out, "role", "grant-permission",
+                                    "--prefix=true", EC_ROLE, "readwrite", key, NULL) != 0)
+        ec_fail("granting %s read-write on %s: %s", EC_ROLE, key, alive == c->n ? "" : out);
+    if (c->nprefixes < (int)(sizeof c->prefixes / sizeof c->prefixes[0]))
+        snprintf(c->prefixes[c->nprefixes++], sizeof c->prefixes[0], "%s", prefix);
+}
+
+const char *ec_uri(ec_cluster *c, unsigned which, const char *prefix, char *buf, size_t cap)
+{
+    if (c->secure)
+        ec_grant(c, prefix);
+    size_t off = (size_t)snprintf(buf, cap, c->secure ? "etcds://" EC_WORKER "@" : "etcd://");
     bool first = true;
     for (int i = 0; i < c->n; i++) {
         if (which && !(which & (1u << i)))
@@ -449,16 +694,17 @@ const char *ec_uri(const ec_cluster *c, unsigned which, const char *prefix, char
                                 c->m[i].host, c->m[i].client_port);
         first = false;
     }
-    snprintf(buf + off, cap - off, "/%s", prefix);
+    off += (size_t)snprintf(buf + off, cap - off, "/%s", prefix);
+    if (c->secure)
+        snprintf(buf + off, cap - off, "?cacert=%s&cert=%s&key=%s&password-file=%s", c->ca,
+                 c->cert, c->key, c->password_file);
     return buf;
 }
 
 void ec_snapshot_save(const ec_cluster *c, int i, const char *file)
 {
-    char ep[64], out[4096];
-    snprintf(ep, sizeof ep, "http://%s:%d", c->m[i].host, c->m[i].client_port);
-    const char *argv[] = {ec_etcdctl_bin(), "--endpoints", ep, "snapshot", "save", file, NULL};
-    int st = ec_run(argv, 30000, out, sizeof out);
+    char out[4096];
+    int st = ec_etcdctl(c, i, out, sizeof out, "snapshot", "save", file, NULL);
     if (st != 0)
         ec_fail("etcdctl snapshot save: status %d: %s", st, out);
 }
@@ -470,7 +716,7 @@ void ec_snapshot_restore(ec_cluster *c, const char *file)
     for (int i = 0; i < c->n; i++) {
         ec_member *m = &c->m[i];
         char peer[64], out[4096];
-        snprintf(peer, sizeof peer, "http://%s:%d", m->host, m->peer_port);
+        snprintf(peer, sizeof peer, "%s://%s:%d", ec_scheme(c), m->host, m->peer_port);
         const char *argv[] = {ec_etcdctl_bin(), "snapshot", "restore", file,
                               "--name", m->name,
                               "--data-dir", m->data_dir,

@@ -46,6 +46,9 @@ struct ec_fake {
     _Atomic unsigned requests;
     int held[64]; /* connections left unanswered (status -1) */
     int nheld;
+    bool keepalive; /* answers keep the connection open for the next request */
+    int conns[16];  /* kept-alive connections, waiting for their next request */
+    int nconns;
 };
 
 unsigned ec_fake_requests(const ec_fake *f) { return atomic_load(&((ec_fake *)f)->requests); }
@@ -109,48 +112,78 @@ static bool ec_read_request(int fd, char *path, size_t pcap, char **body)
     return *body != NULL;
 }
 
+/* Serve one request on fd: true if the connection stays open for another. */
+static bool ec_fake_serve(ec_fake *f, int fd)
+{
+    char path[256];
+    char *body = NULL;
+    if (!ec_read_request(fd, path, sizeof path, &body))
+        return false;
+    static char out[1 << 16];
+    out[0] = '\0';
+    int status = f->fn(f->arg, path, body, out, sizeof out);
+    free(body);
+    atomic_fetch_add(&f->requests, 1);
+    if (status < 0 && f->nheld < 64) {
+        f->held[f->nheld++] = fd; /* never answered */
+        return true;              /* (not closed: the fd is held) */
+    }
+    if (status > 0) {
+        char head[256];
+        int hn = snprintf(head, sizeof head,
+                          "HTTP/1.1 %d X\r\nContent-Type: application/json\r\n"
+                          "Content-Length: %zu\r\nConnection: %s\r\n\r\n",
+                          status, strlen(out), f->keepalive ? "keep-alive" : "close");
+        if (write(fd, head, (size_t)hn) < 0 || write(fd, out, strlen(out)) < 0) {
+        }
+        if (f->keepalive && f->nconns < 16) {
+            f->conns[f->nconns++] = fd;
+            return true;
+        }
+    }
+    return false;
+}
+
 static void *ec_fake_main(void *arg)
 {
     ec_fake *f = arg;
     for (;;) {
-        struct pollfd p[2] = {{.fd = f->listen_fd, .events = POLLIN},
-                              {.fd = f->stop_pipe[0], .events = POLLIN}};
-        if (poll(p, 2, -1) < 0 && errno == EINTR)
+        struct pollfd p[2 + 16] = {{.fd = f->listen_fd, .events = POLLIN},
+                                   {.fd = f->stop_pipe[0], .events = POLLIN}};
+        int n = f->nconns;
+        for (int i = 0; i < n; i++)
+            p[2 + i] = (struct pollfd){.fd = f->conns[i], .events = POLLIN};
+        if (poll(p, (nfds_t)(2 + n), -1) < 0 && errno == EINTR)
             continue;
         if (p[1].revents)
             break;
-        if (!(p[0].revents & POLLIN))
+        /* Kept-alive connections first: take each off the list, serve it. */
+        for (int i = n - 1; i >= 0; i--) {
+            if (!p[2 + i].revents)
+                continue;
+            int fd = f->conns[i];
+            f->conns[i] = f->conns[--f->nconns];
+            if (!ec_fake_serve(f, fd))
+                close(fd);
+        }
+        if (f->listen_fd < 0 || !(p[0].revents & POLLIN))
             continue;
         int fd = accept4(f->listen_fd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0)
             continue;
-        char path[256];
-        char *body = NULL;
-        if (!ec_read_request(fd, path, sizeof path, &body)) {
+        if (!ec_fake_serve(f, fd))
             close(fd);
-            continue;
-        }
-        static char out[1 << 16];
-        out[0] = '\0';
-        int status = f->fn(f->arg, path, body, out, sizeof out);
-        free(body);
-        atomic_fetch_add(&f->requests, 1);
-        if (status < 0 && f->nheld < 64) {
-            f->held[f->nheld++] = fd; /* never answered */
-            continue;
-        }
-        if (status > 0) {
-            char head[256];
-            int hn = snprintf(head, sizeof head,
-                              "HTTP/1.1 %d X\r\nContent-Type: application/json\r\n"
-                              "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-                              status, strlen(out));
-            if (write(fd, head, (size_t)hn) < 0 || write(fd, out, strlen(out)) < 0) {
-            }
-        }
-        close(fd);
     }
+    for (int i = 0; i < f->nconns; i++)
+        close(f->conns[i]);
     return NULL;
+}
+
+void ec_fake_stop_listening(ec_fake *f)
+{
+    if (f->listen_fd >= 0)
+        close(f->listen_fd);
+    f->listen_fd = -1;
 }
 
 int ec_relay(int port, const char *path, const char *body, char *out, size_t cap)
@@ -217,10 +250,23 @@ int ec_relay(int port, const char *path, const char *body, char *out, size_t cap
     return status;
 }
 
+static ec_fake *ec_fake_new(ec_fake_fn fn, void *arg, int *port, bool keepalive);
+
 ec_fake *ec_fake_start(ec_fake_fn fn, void *arg, int *port)
+{
+    return ec_fake_new(fn, arg, port, false);
+}
+
+ec_fake *ec_fake_start_keepalive(ec_fake_fn fn, void *arg, int *port)
+{
+    return ec_fake_new(fn, arg, port, true);
+}
+
+static ec_fake *ec_fake_new(ec_fake_fn fn, void *arg, int *port, bool keepalive)
 {
     ec_fake *f = calloc(1, sizeof *f);
     assert_non_null(f);
+    f->keepalive = keepalive;
     f->fn = fn;
     f->arg = arg;
     f->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -246,7 +292,8 @@ void ec_fake_stop(ec_fake *f)
     pthread_join(f->thread, NULL);
     for (int i = 0; i < f->nheld; i++)
         close(f->held[i]);
-    close(f->listen_fd);
+    if (f->listen_fd >= 0)
+        close(f->listen_fd);
     close(f->stop_pipe[0]);
     close(f->stop_pipe[1]);
     free(f);

@@ -67,14 +67,41 @@ typedef struct ec_cluster {
     char token[64];            /* --initial-cluster-token */
     char initial_cluster[1024];
     int generation;            /* data directories made so far (restores make new ones) */
+    /* A secured cluster (ec_start_secure, or FL_ETCD_SECURE=1): TLS on the
+     * client and peer ports (members verify clients' certificates), RBAC
+     * on, simple tokens that end after --auth-token-ttl (EC_AUTH_TTL_S).
+     * Clients are the user "worker", whose one role is granted read-write
+     * on each PREFIX/ that ec_uri() names, and nothing else. */
+    bool secure;
+    char ca[600];              /* the CA certificate (PEM) */
+    char cert[600], key[600];  /* the client certificate (no CN) and its key */
+    char password_file[600];   /* worker's password */
+    char root_password[32];    /* etcdctl's, as root */
+    char prefixes[64][64];     /* the prefixes granted to worker so far */
+    int nprefixes;
+    bool auth_on;              /* RBAC enabled: raw requests go as root */
 } ec_cluster;
+
+#define EC_AUTH_TTL_S 3        /* --auth-token-ttl of a secured cluster */
+#define EC_WORKER "worker"     /* the user of a secured cluster's clients */
+#define EC_ROLE "fencelock"    /* worker's role */
 
 /* A failure of the harness: reports fmt and does not return (defined by
  * the program: cluster_harness.c fails the cmocka test). */
 void ec_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
-/* Start n members and wait until the cluster answers (fails the test). */
+/* Start n members and wait until the cluster answers (fails the test).
+ * With FL_ETCD_SECURE=1 in the environment the cluster is secured (see
+ * ec_cluster.secure): a plain test becomes its TLS and RBAC variant. */
 void ec_start(ec_cluster *c, int n);
+/* Start a secured cluster whatever the environment says. */
+void ec_start_secure(ec_cluster *c, int n);
+/* True when FL_ETCD_SECURE=1. */
+bool ec_secure_wanted(void);
+/* Run etcdctl against member i (as root on a secured cluster, with its TLS
+ * files), with the arguments after out and cap (NULL-terminated): its exit
+ * status, its output in out. */
+int ec_etcdctl(const ec_cluster *c, int i, char *out, size_t cap, ...);
 /* The same with member i listening on hosts[i] (NULL: 127.0.0.1) inside
  * network namespace netns[i] (NULL or "": this one); either array may be
  * NULL. */
@@ -94,9 +121,10 @@ bool ec_wait_ready(const ec_cluster *c, int i, int timeout_ms);
  * -1 if none could say within timeout_ms. */
 int ec_leader(const ec_cluster *c, int timeout_ms);
 /* "etcd://HOST:P,.../prefix" naming the members whose bit is set in
- * which (0: all), into buf; returns buf. */
-const char *ec_uri(const ec_cluster *c, unsigned which, const char *prefix, char *buf,
-                   size_t cap);
+ * which (0: all), into buf; returns buf.  On a secured cluster:
+ * "etcds://worker@HOST:P,.../prefix?cacert=..&cert=..&key=..&password-file=..",
+ * and worker's role is granted read-write on prefix/ (once). */
+const char *ec_uri(ec_cluster *c, unsigned which, const char *prefix, char *buf, size_t cap);
 #define EC_ONLY(i) (1u << (i))
 /* etcdctl snapshot save from member i into file (fails the test). */
 void ec_snapshot_save(const ec_cluster *c, int i, const char *file);
@@ -144,8 +172,15 @@ typedef struct ec_fake ec_fake;
  * (holds the connection open until the fake stops). */
 typedef int (*ec_fake_fn)(void *arg, const char *path, const char *body, char *out,
                           size_t cap);
-/* Start a fake on a free loopback port; its port in *port. */
+/* Start a fake on a free loopback port; its port in *port.  Each answer
+ * closes its connection ("Connection: close"). */
 ec_fake *ec_fake_start(ec_fake_fn fn, void *arg, int *port);
+/* The same, keeping connections alive for the next request, as etcd does
+ * (a status of 0 then closes a kept-alive connection without an answer). */
+ec_fake *ec_fake_start_keepalive(ec_fake_fn fn, void *arg, int *port);
+/* Close the fake's listening socket: later connections are refused.  Only
+ * from the fake's own callback (its thread), or before ec_fake_stop. */
+void ec_fake_stop_listening(ec_fake *f);
 void ec_fake_stop(ec_fake *f);
 /* Requests the fake has answered so far. */
 unsigned ec_fake_requests(const ec_fake *f);

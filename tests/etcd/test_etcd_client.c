@@ -283,25 +283,29 @@ static void test_values(void **state)
 {
     (void)state;
     struct fl__etcd_reply rp = {.op = "range", .endpoint = "e:1"};
-    size_t kl, off;
     uint64_t t;
-    const char ok[] = "job\0" "00000001099511627777" "data";
-    assert_int_equal(fl__etcd_record_parse(&rp, (const unsigned char *)ok, sizeof ok - 1, &kl,
-                                           &t, &off), 0);
-    assert_int_equal(kl, 3);
-    assert_int_equal(t, 1099511627777ull);
-    assert_int_equal(off, 24);
+    struct fl__etcd_record rec;
+    const char ok[] = "job\0" "00000001099511627777" "00000000000000000042" "data";
+    assert_int_equal(fl__etcd_record_parse(&rp, (const unsigned char *)ok, sizeof ok - 1, &rec),
+                     0);
+    assert_int_equal(rec.key_len, 3);
+    assert_int_equal(rec.token, 1099511627777ull);
+    assert_int_equal(rec.seq, 42);
+    assert_int_equal(rec.data_off, 44);
     static const struct { const char *v; size_t n; } bad[] = {
-        {"job", 3},                                   /* no NUL */
-        {"\0" "00000000000000000001", 21},            /* empty key */
-        {"job\0" "0000000000000000000", 23},          /* 19 digits */
-        {"job\0" "0000000000000000000x", 24},         /* not a digit */
-        {"job\0" "00000000000000000000", 24},         /* token 0 */
-        {"job\0" "99999999999999999999", 24},         /* beyond int63 */
+        {"job", 3},                                                    /* no NUL */
+        {"\0" "00000000000000000001" "00000000000000000000", 41},      /* empty key */
+        {"job\0" "00000000000000000001" "0000000000000000000", 43},    /* 19 digits */
+        {"job\0" "00000000000000000001", 24},                          /* no sequence */
+        {"job\0" "0000000000000000000x" "00000000000000000000", 44},   /* not a digit */
+        {"job\0" "00000000000000000001" "0000000000000000000x", 44},   /* not a digit */
+        {"job\0" "00000000000000000000" "00000000000000000000", 44},   /* token 0 */
+        {"job\0" "99999999999999999999" "00000000000000000000", 44},   /* beyond int63 */
+        {"job\0" "00000000000000000001" "99999999999999999999", 44},   /* beyond int63 */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_int_equal(fl__etcd_record_parse(&rp, (const unsigned char *)bad[i].v, bad[i].n,
-                                               &kl, &t, &off), -EPROTO);
+                                               &rec), -EPROTO);
 
     struct fl__etcd_kv kv = {.key = (unsigned char *)"p/last/k", .key_len = 8, .mod_revision = 5};
     char st;

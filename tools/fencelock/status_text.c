@@ -81,6 +81,9 @@ static void print_etcd_region(FILE *f, const struct snapshot *s)
                 "  Tokens:       epoch %" PRIu64 ", floor %" PRIu64
                 " (token = epoch << %d | etcd revision)\n",
                 g->epoch, g->token_floor, FL_TOKEN_EPOCH_SHIFT);
+    else if (g->locks_used || g->records_used)
+        fprintf(f, "  Tokens:       no epoch, yet tokens were issued (the epoch key was "
+                   "deleted?): no client can acquire until `fencelock etcd-epoch --bump`\n");
     else
         fprintf(f, "  Tokens:       no epoch yet (no client has opened this prefix)\n");
     fprintf(f, "  Locks:        %" PRIu32 " keys acquired so far\n", g->locks_used);
