@@ -20,6 +20,12 @@
  * have been refused anyway) and take its token.  auth_gen tells a refresh
  * whether the refused token is still the current one.
  *
+ * A request that etcd leaves unanswered until its time is up may carry a
+ * token etcd cannot place: a simple token names the raft index it was made
+ * at, and a member waits for that index before it reads the token (a
+ * cluster restored from an earlier snapshot never reaches it).  http.c then
+ * calls fl__etcd_auth_suspect, and the next attempt authenticates again.
+ *
  * A cluster without authentication answers "authentication is not enabled":
  * the client then sends no token (as etcdctl does), and authenticates
  * again only if the cluster later answers that a user is needed.
@@ -128,4 +134,18 @@ int fl__etcd_auth_refresh(struct fl__etcd_client *c, uint64_t gen)
                             c->uri.shown);
     pthread_mutex_unlock(&c->auth_lock);
     return err;
+}
+
+bool fl__etcd_auth_suspect(struct fl__etcd_client *c, uint64_t gen)
+{
+    pthread_mutex_lock(&c->auth_lock);
+    bool dropped = c->auth_gen == gen && c->token;
+    if (dropped) { /* the next header authenticates again */
+        explicit_bzero(c->token, strlen(c->token));
+        free(c->token);
+        c->token = NULL;
+    }
+    bool again = dropped || c->auth_gen != gen;
+    pthread_mutex_unlock(&c->auth_lock);
+    return again;
 }

@@ -192,6 +192,10 @@ int fl__etcd_auth_header(struct fl__etcd_client *c, char **line, uint64_t *gen);
 /* etcd refused the token of generation gen (expired, or the auth store
  * moved on): authenticate again, unless another thread did since. */
 int fl__etcd_auth_refresh(struct fl__etcd_client *c, uint64_t gen);
+/* A request with the token of generation gen had no answer in time: drop
+ * the token, if still the current one, so that the next header gets
+ * another.  True when the next attempt should take a new header. */
+bool fl__etcd_auth_suspect(struct fl__etcd_client *c, uint64_t gen);
 
 /* A request's answer; every field is the caller's to read after the call,
  * and fl__etcd_reply_free() releases it (also after a failed call). */

@@ -387,15 +387,19 @@ static long fl__attempt_ms(struct fl__etcd_client *c, unsigned ms)
     return (long)(left < ms ? left : ms);
 }
 
-/* One attempt.  *resend: the failure was curl's wish to send the body
- * again on a new connection (a kept-alive one died before any answer). */
+/* What a failed attempt tells besides its class. */
+#define FL__F_RESEND 0x1u  /* curl wished to send the body again on a new connection
+                              (a kept-alive one died before any answer) */
+#define FL__F_TIMEOUT 0x2u /* no answer within the timeout */
+
+/* One attempt; *facts gets FL__F_* of a failure. */
 static enum fl__attempt fl__attempt(struct fl__etcd_client *c, CURL *h,
                                     const struct fl__etcd_endpoint *ep, const char *path,
                                     const char *body, size_t body_len, bool fresh,
                                     struct fl__etcd_reply *rp, char *why, size_t whycap,
-                                    bool *resend)
+                                    unsigned *facts)
 {
-    *resend = false;
+    *facts = 0;
     snprintf(rp->endpoint, sizeof rp->endpoint, "%s", ep->name);
     long ms = fl__attempt_ms(c, c->timeout_ms);
     if (ms == 0) {
@@ -436,7 +440,10 @@ static enum fl__attempt fl__attempt(struct fl__etcd_client *c, CURL *h,
                 a = FL__A_DENIED;
             else /* no byte of the body left this process: no effect (see the top) */
                 a = in.handed ? FL__A_UNKNOWN : FL__A_NOT_SENT;
-            *resend = rc == CURLE_SEND_FAIL_REWIND;
+            if (rc == CURLE_SEND_FAIL_REWIND)
+                *facts |= FL__F_RESEND;
+            if (rc == CURLE_OPERATION_TIMEDOUT)
+                *facts |= FL__F_TIMEOUT;
         }
         free(b.p);
         return a;
@@ -491,6 +498,12 @@ static enum fl__attempt fl__attempt(struct fl__etcd_client *c, CURL *h,
     json_decref(j);
     snprintf(why, whycap, "%s (code %d)", rp->message, rp->grpc_code);
     return fl__classify_refusal(rp->grpc_code, rp->message);
+}
+
+/* Whether the request carried a token. */
+static bool fl__auth_used(uint64_t gen, unsigned flags, const struct fl__etcd_client *c)
+{
+    return !(flags & FL__ETCD_NOAUTH) && c->password && gen != 0;
 }
 
 /* A definite refusal about credentials: -EACCES with etcd's reason. */
@@ -550,14 +563,30 @@ static int fl__post_raw(struct fl__etcd_client *c, const char *path, const char 
     unsigned first = atomic_load_explicit(&c->current, memory_order_relaxed) % n;
     char tried[1024] = "";
     size_t tlen = 0;
-    bool reauthed = false, resent = false, fresh = false;
+    bool reauthed = false, resent = false, fresh = false, stale_token = false;
     for (unsigned k = 0; k < n; k++) {
         unsigned i = (first + k) % n;
         const struct fl__etcd_endpoint *ep = &c->uri.ep[i];
         char why[320] = "";
-        bool resend = false;
+        unsigned facts = 0;
+        if (stale_token && !(flags & FL__ETCD_NOAUTH)) {
+            /* The last attempt's token may be why it got no answer: a new one. */
+            stale_token = false;
+            err = fl__etcd_auth_header(c, &auth, &gen);
+            struct curl_slist *h2 = err ? NULL : fl__etcd_headers(auth);
+            fl__wipe_free(auth);
+            auth = NULL;
+            if (!err && !h2)
+                err = fl__etcd_fail(-ENOMEM, "out of memory");
+            if (err)
+                goto out;
+            fl__etcd_headers_free(hdrs);
+            hdrs = h2;
+            curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+        }
         enum fl__attempt a =
-            fl__attempt(c, h, ep, path, body, body_len, fresh, rp, why, sizeof why, &resend);
+            fl__attempt(c, h, ep, path, body, body_len, fresh, rp, why, sizeof why, &facts);
+        bool resend = facts & FL__F_RESEND;
         fresh = false;
         if (a == FL__A_REFUSED && !(flags & FL__ETCD_NOAUTH)) {
             enum fl__auth_class ac = fl__auth_class(rp->grpc_code, rp->message);
@@ -611,6 +640,12 @@ static int fl__post_raw(struct fl__etcd_client *c, const char *path, const char 
         if (tlen < sizeof tried)
             tlen += (size_t)snprintf(tried + tlen, sizeof tried - tlen, "%s%s: %s",
                                      k ? "; " : "", ep->name, why);
+        /* etcd holds a request whose simple token names a raft index it has
+         * not reached (a cluster restored from a snapshot, a member behind)
+         * until the request's time is up: after a timeout the token is
+         * suspect, and the next attempt gets a new one (auth.c). */
+        if ((facts & FL__F_TIMEOUT) && fl__auth_used(gen, flags, c))
+            stale_token = fl__etcd_auth_suspect(c, gen);
         bool again = flags & (FL__ETCD_IDEMPOTENT | FL__ETCD_REPEATABLE);
         if (a == FL__A_UNKNOWN && !(flags & FL__ETCD_IDEMPOTENT)) {
             if (!(flags & FL__ETCD_REPEATABLE)) {
@@ -622,11 +657,13 @@ static int fl__post_raw(struct fl__etcd_client *c, const char *path, const char 
             }
             rp->ambiguous = true;
         }
-        if (resend && again && !resent) {
+        if ((resend || (stale_token && k == n - 1)) && again && !resent) {
             /* A kept-alive connection that had died: the same endpoint once
-             * more, on a connection of its own. */
+             * more, on a connection of its own.  A token that etcd kept us
+             * waiting on, and no other endpoint left to try: the same one
+             * once more, with a new token. */
             resent = true;
-            fresh = true;
+            fresh = resend;
             k--;
             continue;
         }

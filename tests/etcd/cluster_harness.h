@@ -98,6 +98,13 @@ void ec_start(ec_cluster *c, int n);
 void ec_start_secure(ec_cluster *c, int n);
 /* True when FL_ETCD_SECURE=1. */
 bool ec_secure_wanted(void);
+/* Issue a certificate (PEM, cert and key files) signed by the secured
+ * cluster c's CA, with subject subj ("/O=..."; the members' and the
+ * client's carry no CommonName, which etcd's gateway refuses under RBAC)
+ * and the openssl x509 extensions ext (lines "subjectAltName=...").
+ * Fails the test if openssl does. */
+void ec_tls_issue(const ec_cluster *c, const char *cert, const char *key, const char *subj,
+                  const char *ext);
 /* Run etcdctl against member i (as root on a secured cluster, with its TLS
  * files), with the arguments after out and cap (NULL-terminated): its exit
  * status, its output in out. */

@@ -48,7 +48,7 @@ static int teardown(void **state)
 
 static const char *uri(const char *prefix)
 {
-    static char buf[512];
+    static char buf[1024];
     return ec_uri(&cluster, 0, prefix, buf, sizeof buf);
 }
 

@@ -72,7 +72,7 @@ static void test_single_member_kill_restart(void **state)
     (void)state;
     ec_cluster c;
     ec_start(&c, 1);
-    char uri[256];
+    char uri[1024];
     ec_uri(&c, 0, "faults-one", uri, sizeof uri);
     fl_region *r = NULL, *r2 = NULL;
     assert_int_equal(fl_open(uri, &r), 0);
@@ -149,7 +149,7 @@ static void test_leader_kill(void **state)
     (void)state;
     ec_cluster c;
     ec_start(&c, 3);
-    char uri[256];
+    char uri[1024];
     ec_uri(&c, 0, "faults-leader", uri, sizeof uri);
     struct stream *s = calloc(1, sizeof *s);
     assert_non_null(s);
@@ -197,7 +197,7 @@ static void test_holders_member_stopped(void **state)
     (void)state;
     ec_cluster c;
     ec_start(&c, 3);
-    char ua[256], ub[256];
+    char ua[1024], ub[1024];
     ec_uri(&c, EC_ONLY(0), "faults-stop", ua, sizeof ua);
     ec_uri(&c, EC_ONLY(1) | EC_ONLY(2), "faults-stop", ub, sizeof ub);
     fl_region *ra = NULL, *rb = NULL;

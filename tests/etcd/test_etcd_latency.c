@@ -42,7 +42,7 @@ static void test_latency(void **state)
     (void)state;
     ec_cluster c;
     ec_start(&c, 3);
-    char uri[256];
+    char uri[1024];
     ec_uri(&c, 0, "latency", uri, sizeof uri);
     static uint64_t t[8][N];
 

@@ -233,7 +233,7 @@ static int client_main(int id, const char *uri, const char *netns, const char *l
 
 struct client {
     pid_t pid;
-    char uri[256], log[600];
+    char uri[1024], log[600];
 };
 
 static void start_client(struct client *cl, int id, const char *netns, struct shared *sh)
@@ -383,7 +383,7 @@ static void test_linearizable_under_faults(void **state)
     }
 
     /* The final reads, through every member. */
-    char all[256], final_log[600];
+    char all[1024], final_log[600];
     ec_uri(&c, 0, "linz", all, sizeof all);
     snprintf(final_log, sizeof final_log, "%s/final.hist", th_tmpdir());
     int ff = open(final_log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -141,7 +141,7 @@ static void test_member_cut_off(void **state)
     const char *where[3] = {NULL, NULL, ns.name};
     ec_cluster c;
     ec_start_on(&c, 3, hosts, where);
-    char u01[256], u2[256];
+    char u01[1024], u2[1024];
     ec_uri(&c, EC_ONLY(0) | EC_ONLY(1), "netns", u01, sizeof u01);
     ec_uri(&c, EC_ONLY(2), "netns", u2, sizeof u2);
     printf("# members: m0 %s:%d, m1 %s:%d, m2 %s:%d in namespace %s\n", c.m[0].host,

@@ -61,7 +61,7 @@ static void test_restore_then_bump(void **state)
     (void)state;
     ec_cluster c;
     ec_start(&c, 1);
-    char uri[256];
+    char uri[1024];
     ec_uri(&c, 0, "restore", uri, sizeof uri);
     fl_region *h = NULL;
     assert_int_equal(fl_open(uri, &h), 0);

@@ -52,7 +52,7 @@ static int teardown(void **state)
 static void test_seed_across_members(void **state)
 {
     (void)state;
-    char ua[256], ub[256], uc[256];
+    char ua[1024], ub[1024], uc[1024];
     ec_uri(&cluster, EC_ONLY(0), "seed", ua, sizeof ua);
     ec_uri(&cluster, EC_ONLY(1), "seed", ub, sizeof ub);
     ec_uri(&cluster, EC_ONLY(2), "seed", uc, sizeof uc);
@@ -112,7 +112,7 @@ static void test_seed_across_members(void **state)
 static void test_seed_shell(void **state)
 {
     (void)state;
-    char uri[256];
+    char uri[1024];
     ec_uri(&cluster, 0, "seed-shell", uri, sizeof uri);
     setenv(FL_REGION_ENV, uri, 1);
     char script[1024], out[8192];
@@ -130,7 +130,7 @@ static void test_seed_shell(void **state)
 static void test_tools(void **state)
 {
     (void)state;
-    char uri[256], out[16384];
+    char uri[1024], out[16384];
     ec_uri(&cluster, 0, "tools", uri, sizeof uri);
     fl_region *r = NULL;
     assert_int_equal(fl_open(uri, &r), 0);
@@ -157,7 +157,7 @@ static void test_tools(void **state)
     const char *read[] = {FENCELOCK_TOOL_PATH, "read", "--region", uri, "rec", NULL};
     assert_int_equal(ec_run(read, 30000, out, sizeof out), 0);
     assert_non_null(strstr(out, "hello"));
-    char cmd[600];
+    char cmd[2048];
     snprintf(cmd, sizeof cmd, "echo again | '%s' commit --region '%s' --key held/key --token %s rec",
              FENCELOCK_TOOL_PATH, uri, token);
     const char *commit[] = {"sh", "-c", cmd, NULL};
