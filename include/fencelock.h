@@ -47,9 +47,16 @@
  * - a file path (the default): a shared-memory region on this host, kept by
  *   fencelockd.  Everything above describes it.
  * - "SCHEME://...": a network store.  "etcd://HOST:PORT[,HOST:PORT...]/PREFIX"
- *   names an etcd v3 cluster, in builds made with libcurl and jansson
- *   (others answer -EPROTONOSUPPORT, saying so); any other scheme is
- *   -EPROTONOSUPPORT.
+ *   names an etcd v3 cluster over plain HTTP, and
+ *   "etcds://[USER@]HOST:PORT[,...]/PREFIX[?cacert=F&cert=F&key=F&password-file=F]"
+ *   one over TLS (the server's certificate verified against cacert or the
+ *   system store), in builds made with libcurl and jansson (others answer
+ *   -EPROTONOSUPPORT, saying so); any other scheme is -EPROTONOSUPPORT.
+ *   What the URI does not name comes from $FENCELOCK_ETCD_CACERT,
+ *   $FENCELOCK_ETCD_CERT, $FENCELOCK_ETCD_KEY, $FENCELOCK_ETCD_USER,
+ *   $FENCELOCK_ETCD_PASSWORD_FILE and $FENCELOCK_ETCD_PASSWORD.  A password
+ *   never goes in the URI (-EINVAL: the string is shown and passed on) and
+ *   never appears in a message.
  * Every function keeps its meaning on every backend, and the tokens of one
  * key keep increasing strictly (I1, I13).  What a backend cannot know or
  * offer is said where it matters; the shared-memory specifics are the token
@@ -72,10 +79,17 @@
  * handle was closed while holding it, and fl_region_registered() is 0.
  * Records hold up to 512 KiB.  Each request has a timeout of 2 s
  * ($FENCELOCK_ETCD_TIMEOUT_MS, 100..60000), the endpoints are tried in
- * turn.  On etcd, fl_client_info_get() is -ERANGE for every index and
+ * turn; fl_close() takes at most about one timeout.  A commit that answered
+ * -EAGAIN may still take effect until a later commit of the same lease (or
+ * of a newer token) is accepted, never after; an fl_renew() that answered
+ * -EAGAIN leaves the holding alive at least until the deadline_ns it set.  On etcd, fl_client_info_get() is -ERANGE for every index and
  * fl_unregistered_info_get() -ENOENT; an etcd URI or PREFIX that is
- * malformed is -EINVAL from fl_open(), an endpoint that is not etcd
- * -EPROTO, etcd's "database space exceeded" -ENOSPC.
+ * malformed is -EINVAL from fl_open(), a file it names that cannot be read
+ * that file's errno (-ENOENT, -EACCES), an endpoint that is not etcd
+ * -EPROTO, etcd's "database space exceeded" -ENOSPC, and every refusal of
+ * the client's credentials -EACCES (a certificate that does not verify or
+ * is rejected, a wrong password, a user without permission on PREFIX/, no
+ * user where the cluster requires one), from any call, before any effect.
  *
  * Network backends add three errors, and only they return them from the
  * calls below (a region file never does):
@@ -95,8 +109,9 @@
  *                  deadline if no call ever gets through.
  *   -ENOTRECOVERABLE  (fl_acquire, etcd) the cluster went back in time
  *                  under the same epoch (a snapshot restored without a bump
- *                  of the epoch), or its epoch key is gone: no token is
- *                  handed out until `fencelock etcd-epoch --bump`.
+ *                  of the epoch), or its epoch key is gone (fl_open too,
+ *                  where tokens were issued): no token is handed out until
+ *                  `fencelock etcd-epoch --bump`.
  * -ETIMEDOUT keeps one meaning everywhere: the key stayed held.
  *
  * CAVEATS (what fencelock does not promise)
@@ -276,7 +291,17 @@ typedef struct fl_lease {
  *               replaced under a running system)
  *   -ENOMEM, -EMFILE, -ENFILE  out of resources (in this process)
  *   -EHOSTUNREACH  (etcd) no endpoint answered
- *   -EINVAL     (etcd) a malformed URI or PREFIX (see docs/etcd.md)
+ *   -EINVAL     (etcd) a malformed URI or PREFIX, a password written in the URI,
+ *               a user without a password or a password without a user (see
+ *               docs/etcd.md)
+ *   -EACCES     (etcd) refused: a certificate that does not verify or that the
+ *               server rejects, a wrong password, no permission on PREFIX/, no
+ *               user where the cluster requires one (fl_last_error(): why, and
+ *               which endpoint)
+ *   -ENOENT, -EACCES, ...  (etcd) a TLS or password file the URI or the
+ *               environment names cannot be read (fl_last_error() names it)
+ *   -ENOTRECOVERABLE  (etcd) PREFIX/epoch is gone where tokens were issued:
+ *               `fencelock etcd-epoch --bump` first
  *   -EUSERS     the supervisor cannot take another client: its client table is
  *               full (fencelockd --clients), or it is out of file descriptors
  *               (raise its LimitNOFILE= / ulimit -n); fl_last_error() says which.
