@@ -29,7 +29,14 @@
  *       leases on a 500 ms tick, so "gone" is etcd's own end of the lease),
  *       and from the holder's deadline_ns (the client's conservative end).
  *       Each holder starts after a random 0..500 ms, so that the lease's end
- *       falls anywhere between two of etcd's expiry ticks.
+ *       falls anywhere between two of etcd's expiry ticks;
+ *   (f) afterwards, in a phase of its own (so that nothing above shares the
+ *       machine with a second cluster): fl_acquire, fl_commit and fl_release
+ *       on etcds:// against a second three-member cluster run the way
+ *       production clusters run (tests/etcd/cluster.c's secured cluster: TLS
+ *       to clients and between members, client certificates, RBAC with a
+ *       least-privilege role, 3 s auth tokens), rounds alternating with the
+ *       same calls on the plain cluster: what TLS and authentication cost.
  */
 #include "benchutil.h"
 #include "cluster_harness.h"
@@ -419,6 +426,83 @@ static void takeover_once(const char *uri, const ec_cluster *c, int i, double *f
 enum { A_GRANT, A_ACQTXN, A_RELTXN, A_REVOKE, A_COMMITTXN, A_V3LOCK, B_ACQ, B_ACQREL, B_REL,
        D_COMMIT, C_ETCDCTL, C_FLRUN, NCASES };
 
+/* (f): the plain and the TLS round, acquire, commit, release each. */
+enum { T_PLAIN_ACQ, T_PLAIN_COMMIT, T_PLAIN_REL, T_TLS_ACQ, T_TLS_COMMIT, T_TLS_REL, NTLS };
+
+static void fl_round(fl_region *r, fb_samples *s)
+{
+    fl_lease l;
+    uint64_t t0 = fb_now_ns();
+    if (fl_acquire(r, "k", 10 * FB_S, 0, &l) != 0)
+        fb_die("acquire on %s: %s", fl_region_path(r), fl_last_error());
+    uint64_t t1 = fb_now_ns();
+    if (fl_commit(r, &l, "rec", "value", 5, 0, NULL) != 0)
+        fb_die("commit on %s: %s", fl_region_path(r), fl_last_error());
+    uint64_t t2 = fb_now_ns();
+    if (fl_release(r, &l) != 0)
+        fb_die("release on %s: %s", fl_region_path(r), fl_last_error());
+    uint64_t t3 = fb_now_ns();
+    fb_samples_add(&s[0], (double)(t1 - t0));
+    fb_samples_add(&s[1], (double)(t2 - t1));
+    fb_samples_add(&s[2], (double)(t3 - t2));
+}
+
+/* (f) */
+static void tls_phase(fl_region *plain)
+{
+    ec_cluster sc;
+    ec_start_secure(&sc, 3);
+    char suri[1024];
+    ec_uri(&sc, 0, "bench", suri, sizeof suri);
+    fl_region *sr = NULL;
+    if (fl_open(suri, &sr) != 0)
+        fb_die("fl_open %s: %s", suri, fl_last_error());
+    fb_samples s[NTLS];
+    for (int i = 0; i < NTLS; i++)
+        fb_samples_init(&s[i]);
+    fb_samples warm[3];
+    for (int i = 0; i < 3; i++)
+        fb_samples_init(&warm[i]);
+    for (int i = 0; i < 20; i++) /* connections, TLS sessions, the token */
+        fl_round(sr, warm);
+    int rounds = fb_opt.full ? 1000 : 200, done = 0;
+    uint64_t end = fb_now_ns() + (uint64_t)((fb_budget_left() * 0.8) * 1e9);
+    for (; done < rounds && fb_now_ns() < end; done++) {
+        bool tls_first = done & 1; /* alternate which goes first */
+        for (int half = 0; half < 2; half++) {
+            if ((half == 0) == tls_first)
+                fl_round(sr, &s[T_TLS_ACQ]);
+            else
+                fl_round(plain, &s[T_PLAIN_ACQ]);
+        }
+    }
+    static const char *const names[NTLS] = {
+        [T_PLAIN_ACQ] = "tls phase: etcd:// fl_acquire (free key)",
+        [T_PLAIN_COMMIT] = "tls phase: etcd:// fl_commit",
+        [T_PLAIN_REL] = "tls phase: etcd:// fl_release",
+        [T_TLS_ACQ] = "tls phase: etcds:// (TLS, RBAC) fl_acquire (free key)",
+        [T_TLS_COMMIT] = "tls phase: etcds:// (TLS, RBAC) fl_commit",
+        [T_TLS_REL] = "tls phase: etcds:// (TLS, RBAC) fl_release",
+    };
+    fb_stats st[NTLS];
+    for (int i = 0; i < NTLS; i++) {
+        st[i] = fb_stats_of(&s[i]);
+        fb_result_stats(names[i], &st[i], "ns");
+    }
+    fb_result("ratios (medians)", "etcds:// / etcd:// fl_acquire",
+              st[T_TLS_ACQ].median / st[T_PLAIN_ACQ].median, "x");
+    fb_result("ratios (medians)", "etcds:// / etcd:// fl_commit",
+              st[T_TLS_COMMIT].median / st[T_PLAIN_COMMIT].median, "x");
+    fb_result("ratios (medians)", "etcds:// / etcd:// fl_release",
+              st[T_TLS_REL].median / st[T_PLAIN_REL].median, "x");
+    fb_note("tls phase: %d rounds alternating etcd:// (the first cluster) and etcds:// (a second "
+            "three-member cluster: TLS to clients and between members, client certificates, "
+            "RBAC, 3 s auth tokens), each over kept-alive connections",
+            done);
+    fl_close(sr);
+    ec_stop_all(&sc);
+}
+
 int main(int argc, char **argv)
 {
     fb_init(argc, argv, 9, "etcd");
@@ -428,7 +512,7 @@ int main(int argc, char **argv)
     ec_cluster c;
     ec_start(&c, 3);
     int leader = ec_leader(&c, 10000);
-    char uri[256], ep[64];
+    char uri[1024], ep[64];
     ec_uri(&c, 0, "bench", uri, sizeof uri);
     snprintf(ep, sizeof ep, "http://%s:%d", c.m[0].host, c.m[0].client_port);
     fb_log("etcd: 3 members on loopback (leader m%d); fencelock and the raw requests talk to m0",
@@ -584,6 +668,9 @@ int main(int argc, char **argv)
     fb_target("etcd: at least 10x faster than etcdctl lock per acquisition",
               "etcdctl lock / fencelock acquire+release (median)", r_cli, "x", ">= 10",
               r_cli >= 10);
+
+    /* (f) */
+    tls_phase(r);
 
     fl_close(r);
     curl_easy_cleanup(raw.h);
