@@ -528,6 +528,26 @@ static int fl__denied(const struct fl__etcd_client *c, const struct fl__etcd_rep
                          rp->message, rp->grpc_code, hint);
 }
 
+/* Set h's headers for a request: the fixed ones and, unless NOAUTH, the
+ * current token (obtained first when none is held: auth.c); *hdrs (freed
+ * when replaced) and *gen get the list and the token's generation. */
+static int fl__request_headers(struct fl__etcd_client *c, unsigned flags, CURL *h,
+                               struct curl_slist **hdrs, uint64_t *gen)
+{
+    char *auth = NULL;
+    int err = (flags & FL__ETCD_NOAUTH) ? 0 : fl__etcd_auth_header(c, &auth, gen);
+    struct curl_slist *list = err ? NULL : fl__etcd_headers(auth);
+    fl__wipe_free(auth);
+    if (!err && !list)
+        err = fl__etcd_fail(-ENOMEM, "out of memory");
+    if (err)
+        return err;
+    fl__etcd_headers_free(*hdrs);
+    *hdrs = list;
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, list);
+    return 0;
+}
+
 static int fl__post_raw(struct fl__etcd_client *c, const char *path, const char *op, json_t *req,
                         unsigned flags, struct fl__etcd_reply *rp)
 {
@@ -540,23 +560,18 @@ static int fl__post_raw(struct fl__etcd_client *c, const char *path, const char 
     rp->revision = 0;
     if (!req)
         return fl__etcd_fail(-ENOMEM, "etcd %s: out of memory building the request", op);
-    char *auth = NULL;
     uint64_t gen = 0;
-    if (!(flags & FL__ETCD_NOAUTH)) {
-        int err = fl__etcd_auth_header(c, &auth, &gen);
-        if (err)
-            return err;
-    }
+    struct curl_slist *hdrs = NULL;
     char *body = json_dumps(req, JSON_COMPACT);
-    struct curl_slist *hdrs = body ? fl__etcd_headers(auth) : NULL;
-    fl__wipe_free(auth);
-    CURL *h = hdrs ? fl__etcd_handle_get(c) : NULL;
+    CURL *h = body ? fl__etcd_handle_get(c) : NULL;
     int err = -EHOSTUNREACH;
     if (!h) {
         err = fl__etcd_fail(-ENOMEM, "etcd %s: out of memory building the request", op);
         goto out;
     }
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    err = fl__request_headers(c, flags, h, &hdrs, &gen);
+    if (err)
+        goto out;
     size_t body_len = strlen(body);
     unsigned n = c->uri.n;
     /* relaxed: a hint (see client.h) */
@@ -569,20 +584,12 @@ static int fl__post_raw(struct fl__etcd_client *c, const char *path, const char 
         const struct fl__etcd_endpoint *ep = &c->uri.ep[i];
         char why[320] = "";
         unsigned facts = 0;
-        if (stale_token && !(flags & FL__ETCD_NOAUTH)) {
+        if (stale_token) {
             /* The last attempt's token may be why it got no answer: a new one. */
             stale_token = false;
-            err = fl__etcd_auth_header(c, &auth, &gen);
-            struct curl_slist *h2 = err ? NULL : fl__etcd_headers(auth);
-            fl__wipe_free(auth);
-            auth = NULL;
-            if (!err && !h2)
-                err = fl__etcd_fail(-ENOMEM, "out of memory");
+            err = fl__request_headers(c, flags, h, &hdrs, &gen);
             if (err)
                 goto out;
-            fl__etcd_headers_free(hdrs);
-            hdrs = h2;
-            curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
         }
         enum fl__attempt a =
             fl__attempt(c, h, ep, path, body, body_len, fresh, rp, why, sizeof why, &facts);
@@ -594,20 +601,11 @@ static int fl__post_raw(struct fl__etcd_client *c, const char *path, const char 
                 /* A token etcd no longer takes: a new one, and the same
                  * request again (the refusal had no effect: auth.c). */
                 err = fl__etcd_auth_refresh(c, gen);
+                if (!err)
+                    err = fl__request_headers(c, flags, h, &hdrs, &gen);
                 if (err)
                     goto out;
                 reauthed = true;
-                err = fl__etcd_auth_header(c, &auth, &gen);
-                struct curl_slist *h2 = err ? NULL : fl__etcd_headers(auth);
-                fl__wipe_free(auth);
-                auth = NULL;
-                if (!err && !h2)
-                    err = fl__etcd_fail(-ENOMEM, "out of memory");
-                if (err)
-                    goto out;
-                fl__etcd_headers_free(hdrs);
-                hdrs = h2;
-                curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
                 k--;
                 continue;
             }

@@ -177,33 +177,56 @@ static int relay_start(struct relay *rl, const ec_cluster *c, bool keepalive)
     return port;
 }
 
+/* What tests 2 to 4 start from: one member, a relay in front of it, a
+ * handle r through the relay and a handle d straight to the member, both on
+ * prefix, with a request timeout of 500 ms. */
+struct scene {
+    ec_cluster c;
+    struct relay rl;
+    fl_region *r, *d;
+};
+
+static void scene_start(struct scene *sc, const char *prefix, bool keepalive)
+{
+    setenv("FENCELOCK_ETCD_TIMEOUT_MS", "500", 1);
+    ec_start(&sc->c, 1);
+    int port = relay_start(&sc->rl, &sc->c, keepalive);
+    char uri[256], direct[256];
+    snprintf(uri, sizeof uri, "etcd://127.0.0.1:%d/%s", port, prefix);
+    snprintf(direct, sizeof direct, "etcd://127.0.0.1:%d/%s", sc->c.m[0].client_port, prefix);
+    assert_int_equal(fl_open(uri, &sc->r), 0);
+    assert_int_equal(fl_open(direct, &sc->d), 0);
+}
+
+static void scene_stop(struct scene *sc)
+{
+    fl_close(sc->r);
+    fl_close(sc->d);
+    ec_fake_stop(sc->rl.fake);
+    ec_stop_all(&sc->c);
+    unsetenv("FENCELOCK_ETCD_TIMEOUT_MS");
+}
+
 /* 2.  I4 I13 */
 static void test_renew_answer_lost(void **state)
 {
     (void)state;
-    setenv("FENCELOCK_ETCD_TIMEOUT_MS", "500", 1);
-    ec_cluster c;
-    ec_start(&c, 1);
-    struct relay rl;
-    int port = relay_start(&rl, &c, false);
-    char uri[256], direct[256];
-    snprintf(uri, sizeof uri, "etcd://127.0.0.1:%d/renew", port);
-    snprintf(direct, sizeof direct, "etcd://127.0.0.1:%d/renew", c.m[0].client_port);
-    fl_region *r = NULL, *d = NULL;
-    assert_int_equal(fl_open(uri, &r), 0);
-    assert_int_equal(fl_open(direct, &d), 0);
+    struct scene sc;
+    scene_start(&sc, "renew", false);
+    fl_region *r = sc.r, *d = sc.d;
+    struct relay *rl = &sc.rl;
     fl_lease l, x;
     assert_int_equal(fl_acquire(r, "k", S(30), 0, &l), 0);
     /* Another length: a new etcd lease of 3 s, and the key moved to it; the
      * answer of the move is lost. */
-    atomic_store(&rl.lose, LOSE_RENEW_MOVE);
+    atomic_store(&rl->lose, LOSE_RENEW_MOVE);
     uint64_t before = th_now_ns();
     int rc = fl_renew(r, &l, S(3));
-    atomic_store(&rl.lose, LOSE_NONE);
+    atomic_store(&rl->lose, LOSE_NONE);
     if (rc != -EAGAIN)
         fail_msg("a renew whose move was lost: %s (%s), not EAGAIN", fl_err_name(rc),
                  fl_last_error());
-    assert_int_equal(atomic_load(&rl.hits), 1);
+    assert_int_equal(atomic_load(&rl->hits), 1);
     /* The key is on the new lease; neither was revoked: still held. */
     assert_int_equal(fl_acquire(d, "k", S(30), 0, &x), -EBUSY);
     /* The deadline is what the shorter lease lasts: never past 3 s. */
@@ -217,71 +240,51 @@ static void test_renew_answer_lost(void **state)
     assert_int_equal(fl_acquire(d, "k", S(30), 0, &x), 0);
     assert_int_equal(x.flags, 0); /* released, not expired */
     assert_int_equal(fl_release(d, &x), 0);
-    fl_close(r);
-    fl_close(d);
-    ec_fake_stop(rl.fake);
-    ec_stop_all(&c);
-    unsetenv("FENCELOCK_ETCD_TIMEOUT_MS");
+    scene_stop(&sc);
 }
 
 /* 3.  I14 I13 */
 static void test_resend_is_unknown(void **state)
 {
     (void)state;
-    setenv("FENCELOCK_ETCD_TIMEOUT_MS", "500", 1);
-    ec_cluster c;
-    ec_start(&c, 1);
-    struct relay rl;
-    int port = relay_start(&rl, &c, true);
-    char uri[256], direct[256];
-    snprintf(uri, sizeof uri, "etcd://127.0.0.1:%d/resend", port);
-    snprintf(direct, sizeof direct, "etcd://127.0.0.1:%d/resend", c.m[0].client_port);
-    fl_region *r = NULL, *d = NULL;
-    assert_int_equal(fl_open(uri, &r), 0); /* the connection stays open */
-    assert_int_equal(fl_open(direct, &d), 0);
+    struct scene sc;
+    scene_start(&sc, "resend", true); /* r's connection stays open */
+    fl_region *r = sc.r, *d = sc.d;
+    struct relay *rl = &sc.rl;
     /* The acquire Txn reaches etcd over the kept-alive connection, which
      * then closes without an answer; a new connection is refused. */
-    atomic_store(&rl.lose, LOSE_ACQUIRE);
+    atomic_store(&rl->lose, LOSE_ACQUIRE);
     fl_lease l, x;
     int rc = fl_acquire(r, "k", S(30), 0, &l);
     if (rc != -EAGAIN)
         fail_msg("an acquire that reached etcd, its answer lost: %s (%s), not EAGAIN",
                  fl_err_name(rc), fl_last_error());
-    assert_int_equal(atomic_load(&rl.hits), 1);
+    assert_int_equal(atomic_load(&rl->hits), 1);
     /* It did take effect: the key is held (by a lease the library revokes
      * or that ends by itself). */
     rc = fl_acquire(d, "k", S(30), 0, &x);
     assert_true(rc == -EBUSY || rc == 0); /* 0: the library's revoke got there first */
     if (rc == 0)
         assert_int_equal(fl_release(d, &x), 0);
-    fl_close(r);
-    fl_close(d);
-    ec_fake_stop(rl.fake);
-    ec_stop_all(&c);
-    unsetenv("FENCELOCK_ETCD_TIMEOUT_MS");
+    scene_stop(&sc);
 }
 
 /* 4.  I2 I3 I13 */
 static void test_late_commit_never_overwrites(void **state)
 {
     (void)state;
-    setenv("FENCELOCK_ETCD_TIMEOUT_MS", "500", 1);
-    ec_cluster c;
-    ec_start(&c, 1);
-    struct relay rl;
-    int port = relay_start(&rl, &c, false);
-    char uri[256];
-    snprintf(uri, sizeof uri, "etcd://127.0.0.1:%d/late", port);
-    fl_region *r = NULL;
-    assert_int_equal(fl_open(uri, &r), 0);
+    struct scene sc;
+    scene_start(&sc, "late", false);
+    fl_region *r = sc.r;
+    struct relay *rl = &sc.rl;
     fl_lease l;
     assert_int_equal(fl_acquire(r, "k", S(30), 0, &l), 0);
     assert_int_equal(fl_commit(r, &l, "rec", "v0", 2, 0, NULL), 0);
     /* The commit of "old" is stuck: no answer, -EAGAIN. */
-    atomic_store(&rl.lose, HOLD_COMMIT);
+    atomic_store(&rl->lose, HOLD_COMMIT);
     assert_int_equal(fl_commit(r, &l, "rec", "old", 3, 0, NULL), -EAGAIN);
-    atomic_store(&rl.lose, LOSE_NONE);
-    assert_true(atomic_load(&rl.holding));
+    atomic_store(&rl->lose, LOSE_NONE);
+    assert_true(atomic_load(&rl->holding));
     char buf[16];
     size_t len = 0;
     uint64_t fence = 0;
@@ -291,7 +294,8 @@ static void test_late_commit_never_overwrites(void **state)
     assert_int_equal(fl_commit(r, &l, "rec", "new", 3, 0, NULL), 0);
     /* Now the stuck commit arrives at etcd. */
     char ans[4096];
-    assert_int_equal(ec_relay(c.m[0].client_port, "/v3/kv/txn", rl.held, ans, sizeof ans), 200);
+    assert_int_equal(ec_relay(sc.c.m[0].client_port, "/v3/kv/txn", rl->held, ans, sizeof ans),
+                     200);
     assert_int_equal(fl_read(r, "rec", buf, sizeof buf, &len, &fence), 0);
     if (len != 3 || memcmp(buf, "new", 3) != 0)
         fail_msg("the late commit replaced the acknowledged one: the record holds '%.*s'",
@@ -300,10 +304,7 @@ static void test_late_commit_never_overwrites(void **state)
     /* The next commit of the lease still goes. */
     assert_int_equal(fl_commit(r, &l, "rec", "next", 4, 0, NULL), 0);
     assert_int_equal(fl_release(r, &l), 0);
-    fl_close(r);
-    ec_fake_stop(rl.fake);
-    ec_stop_all(&c);
-    unsetenv("FENCELOCK_ETCD_TIMEOUT_MS");
+    scene_stop(&sc);
 }
 
 /* 5.  I8 I13 */
