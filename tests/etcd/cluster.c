@@ -507,7 +507,7 @@ static void ec_setup_rbac(ec_cluster *c)
         ec_fail("read %s", c->password_file);
     fclose(f);
     pw[strcspn(pw, "\n")] = '\0';
-    char rootpw[64], workerpw[80];
+    char rootpw[96], workerpw[96];
     snprintf(rootpw, sizeof rootpw, "--new-user-password=%s", c->root_password);
     snprintf(workerpw, sizeof workerpw, "--new-user-password=%s", pw);
 #define EC_CTL(...)                                                                           \
