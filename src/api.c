@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "internal.h"
+#include "shown.h"
 
 /* A tag for a new handle, which its key handles carry (fl_key.handle): a
  * key handle is accepted only by the handle whose tag it carries.  Distinct
@@ -43,6 +44,16 @@ static uint64_t fl__new_key_cookie(void)
     }
 }
 
+/* A password someone wrote into the region string never reaches a message,
+ * whole or in pieces (a directory of a path, an endpoint): shown.h. */
+static void fl__mask_error(const char *name)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", fl_last_error());
+    fl__mask_secrets(name, msg, sizeof msg);
+    fl__set_error("%s", msg);
+}
+
 /* Resolve the region string (NULL: $FENCELOCK_REGION, then the default
  * path) and open it with the backend its scheme selects. */
 static int fl__open_any(const char *region, bool readonly, const char *fn, fl_region **out)
@@ -55,11 +66,15 @@ static int fl__open_any(const char *region, bool readonly, const char *fn, fl_re
         return err;
     const struct fl__backend *be = NULL;
     err = fl__backend_for(name, &be);
-    if (err)
+    if (err) {
+        fl__mask_error(name);
         return err;
+    }
     err = be->open(name, readonly, fl__path_is_named(region), out);
     if (err == 0)
         (*out)->key_cookie = fl__new_key_cookie();
+    else
+        fl__mask_error(name);
     return err;
 }
 

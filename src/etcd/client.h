@@ -107,9 +107,6 @@ bool fl__etcd_is_uri(const char *name);
 /* Parse uri: 0, or -EINVAL saying what is wrong (fl__etcd_error).  Reads no
  * environment and no file. */
 int fl__etcd_uri_parse(const char *uri, struct fl__etcd_uri *out);
-/* uri with the password of a "scheme://user:password@" masked ("***"), into
- * out: what may be shown of a string that a user may have written wrongly. */
-void fl__etcd_uri_mask(const char *uri, char *out, size_t cap);
 
 /* ---- base64 (RFC 4648, with padding: what the gateway speaks) ---- */
 /* A NUL-terminated encoding of n bytes (malloc'd), or NULL (out of memory). */

@@ -27,49 +27,15 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "client.h"
+#include "../shown.h"
 
 bool fl__etcd_is_uri(const char *name)
 {
     return name && (strncmp(name, FL__ETCD_SCHEME, strlen(FL__ETCD_SCHEME)) == 0 ||
                     strncmp(name, FL__ETCD_TLS_SCHEME, strlen(FL__ETCD_TLS_SCHEME)) == 0);
-}
-
-/* Append n bytes of s to out (cap bytes with the NUL), cut at the end. */
-static void fl__put(char *out, size_t cap, size_t *o, const char *s, size_t n)
-{
-    while (n-- && *o + 1 < cap)
-        out[(*o)++] = *s++;
-}
-
-void fl__etcd_uri_mask(const char *uri, char *out, size_t cap)
-{
-    if (cap == 0)
-        return;
-    /* "scheme://user:SECRET@rest" -> "scheme://user:***@rest": the userinfo
-     * is what lies before the first '@' of the authority.  And a query's
-     * "password=SECRET" (refused, but written by someone) -> "password=***". */
-    const char *auth = strstr(uri, "://");
-    auth = auth ? auth + 3 : uri;
-    size_t alen = strcspn(auth, "/?#");
-    const char *at = memchr(auth, '@', alen);
-    const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
-    const char *query = strchr(auth + alen, '?');
-    size_t o = 0;
-    for (const char *p = uri; *p;) {
-        if (colon && p == colon + 1) {
-            fl__put(out, cap, &o, "***", 3);
-            p = at;
-        } else if (query && p > query && (p[-1] == '?' || p[-1] == '&') &&
-                   strncmp(p, "password=", 9) == 0) {
-            fl__put(out, cap, &o, "password=***", 12);
-            p += 9 + strcspn(p + 9, "&#");
-        } else {
-            fl__put(out, cap, &o, p++, 1);
-        }
-    }
-    out[o] = '\0';
 }
 
 static bool fl__host_char(char ch)
@@ -119,6 +85,25 @@ static int fl__pct_decode(const char *s, size_t n, char *out, size_t cap, bool u
     }
     out[o] = '\0';
     return (int)o;
+}
+
+/* Whether n bytes at s read as endpoints: each comma-separated item ends
+ * with ':' and 1 to 5 digits.  (Not a full check: what decides between a
+ * list of endpoints and "USER:PASSWORD" cut at a '/' in the password.) */
+static bool fl__endpoints_shaped(const char *s, size_t n)
+{
+    size_t start = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n && s[i] != ',')
+            continue;
+        size_t d = 0;
+        while (d < i - start && s[i - 1 - d] >= '0' && s[i - 1 - d] <= '9')
+            d++;
+        if (d == 0 || d > 5 || d == i - start || s[i - 1 - d] != ':')
+            return false;
+        start = i + 1;
+    }
+    return true;
 }
 
 /* One "HOST:PORT" of length n at s. */
@@ -248,7 +233,8 @@ static int fl__query_pair(const char *shown, const char *s, size_t n, struct fl_
     };
     const char *eq = memchr(s, '=', n);
     size_t klen = eq ? (size_t)(eq - s) : n;
-    if (klen == 8 && memcmp(s, "password", 8) == 0)
+    if (klen >= 8 && strncasecmp(s, "password", 8) == 0 &&
+        !(klen == 13 && memcmp(s, "password-file", 13) == 0))
         return fl__etcd_fail(-EINVAL,
                              "etcd URI %s: a password does not go in the region string: give "
                              "it in password-file=FILE, $%s or $%s",
@@ -297,12 +283,13 @@ static int fl__query_parse(const char *shown, const char *q, struct fl__etcd_uri
 int fl__etcd_uri_parse(const char *uri, struct fl__etcd_uri *out)
 {
     memset(out, 0, sizeof *out);
+    if (uri)
+        fl__region_shown(uri, out->shown, sizeof out->shown);
     if (!fl__etcd_is_uri(uri))
         return fl__etcd_fail(-EINVAL,
                              "'%s' is not an etcd URI (etcd://HOST:PORT/PREFIX, or etcds:// for "
                              "TLS)",
-                             uri ? uri : "(null)");
-    fl__etcd_uri_mask(uri, out->shown, sizeof out->shown);
+                             uri ? out->shown : "(null)");
     const char *shown = out->shown;
     if (strlen(uri) >= sizeof out->shown)
         return fl__etcd_fail(-EINVAL, "etcd URI %.80s...: longer than %zu bytes", shown,
@@ -315,7 +302,21 @@ int fl__etcd_uri_parse(const char *uri, struct fl__etcd_uri *out)
     if (!slash)
         return fl__etcd_fail(-EINVAL, "etcd URI %s: no /PREFIX (etcd://HOST:PORT/PREFIX)",
                              shown);
-    const char *at = memchr(s, '@', (size_t)(slash - s));
+    /* The userinfo ends at the last '@' before the first '/', or, when a
+     * '/' comes before the '@' (a password holding one), at the '@' an
+     * endpoint list follows, if what precedes the first '/' cannot be
+     * endpoints (shown.h). */
+    const char *at = NULL;
+    for (const char *p = s; p < slash; p++)
+        if (*p == '@')
+            at = p;
+    const char *far = fl__userinfo_end(uri);
+    if (!at && far && far > slash && !fl__endpoints_shaped(s, (size_t)(slash - s))) {
+        at = far;
+        slash = strchr(at, '/');
+        if (!slash)
+            slash = at + strlen(at);
+    }
     if (at) {
         if (memchr(at + 1, '@', (size_t)(slash - at - 1)))
             return fl__etcd_fail(-EINVAL, "etcd URI %s: more than one '@' (write '@' in a "
@@ -324,6 +325,9 @@ int fl__etcd_uri_parse(const char *uri, struct fl__etcd_uri *out)
         if (err)
             return err;
         s = at + 1;
+        if (!*slash)
+            return fl__etcd_fail(-EINVAL, "etcd URI %s: no /PREFIX (etcd://HOST:PORT/PREFIX)",
+                                 shown);
     }
     for (const char *p = s; p < slash; p++)
         if (*p == '?' || *p == '%')

@@ -49,9 +49,11 @@ int cli_open_failed(const char *region, int err)
         snprintf(path, sizeof path, "%s", region);
     else if (fl_default_region_path(path, sizeof path) != 0)
         snprintf(path, sizeof path, "(default)");
-    /* A URI is never echoed: it may hold a password the library refused
-     * (its message names the region with the password masked). */
-    if (rc == CLI_EXIT_RUNTIME || strstr(detail, path) || strstr(path, "://"))
+    /* A URI, or anything with a userinfo's '@', is never echoed: it may hold
+     * a password the library refused (its message names the region with the
+     * password masked). */
+    if (rc == CLI_EXIT_RUNTIME || strstr(detail, path) || strstr(path, "://") ||
+        strchr(path, '@'))
         fl__say("cannot open the region: %s", detail);
     else
         fl__say("cannot open region %s: %s", path, detail);

@@ -24,6 +24,7 @@
 #include "fencelock.h"
 
 #ifdef FL_HAVE_ETCD
+#include "../shown.h" /* src/shown.h, beside the etcd client's directory */
 #include "client.h"
 #endif
 
@@ -145,7 +146,7 @@ int etcd_epoch_main(int argc, char **argv)
 #ifdef FL_HAVE_ETCD
     if (!fl__etcd_is_uri(region)) {
         char shown[FL__ETCD_URI_MAX];
-        fl__etcd_uri_mask(region, shown, sizeof shown);
+        fl__region_shown(region, shown, sizeof shown);
         fprintf(stderr, "fencelock etcd-epoch: '%s' is not an etcd region (etcd:// or "
                         "etcds://): a region file's epoch is fencelockd's\n",
                 shown);
