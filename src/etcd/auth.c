@@ -126,12 +126,8 @@ int fl__etcd_auth_refresh(struct fl__etcd_client *c, uint64_t gen)
     int err = 0;
     if (c->auth_gen == gen) /* nobody replaced the refused token yet */
         err = fl__authenticate_locked(c);
-    if (!err && c->auth_off)
-        /* The cluster says it has no authentication, yet it refused us for
-         * it: it changed its mind in between, or is not consistent. */
-        err = fl__etcd_fail(-EACCES, "etcd %s: a request was refused for its credentials, yet "
-                                     "the cluster says authentication is not enabled",
-                            c->uri.shown);
+    /* When the cluster now says it has no authentication (an operator ran
+     * `etcdctl auth disable`), the request goes again without a token. */
     pthread_mutex_unlock(&c->auth_lock);
     return err;
 }

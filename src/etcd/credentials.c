@@ -15,7 +15,9 @@
  * reach clusters of both kinds with one environment); the query's TLS keys
  * are refused there (uri.c).  Every file is opened here, once, so that a
  * wrong name fails fl_open with the file's name instead of a TLS error at
- * the first request; curl reads the TLS files again at each handshake.
+ * the first request (opened without blocking, and only regular files: a
+ * FIFO named there would wait for a writer); curl reads the TLS files again
+ * at each handshake.
  * A user without a password, or a password without a user, is -EINVAL: the
  * one is a request etcd will refuse, the other a credential that would be
  * silently unused.
@@ -39,9 +41,11 @@
 
 /* Open path for reading to see that it can be (where: what named it, for
  * the message).  0, or -errno with the reason. */
-static int fl__file_check(const char *shown, const char *where, const char *path)
+/* Open path for reading without blocking (a FIFO would wait for a writer
+ * forever) and see that it is a regular file: the fd, or -errno. */
+static int fl__open_regular(const char *shown, const char *where, const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
         int err = -errno;
         return fl__etcd_fail(err, "etcd %s: %s %s: %s", shown, where, path, strerror(-err));
@@ -52,8 +56,20 @@ static int fl__file_check(const char *shown, const char *where, const char *path
         err = fl__etcd_fail(-errno, "etcd %s: %s %s: %s", shown, where, path, strerror(errno));
     else if (!S_ISREG(st.st_mode))
         err = fl__etcd_fail(-EINVAL, "etcd %s: %s %s: not a regular file", shown, where, path);
+    if (err) {
+        close(fd);
+        return err;
+    }
+    return fd;
+}
+
+static int fl__file_check(const char *shown, const char *where, const char *path)
+{
+    int fd = fl__open_regular(shown, where, path);
+    if (fd < 0)
+        return fd;
     close(fd);
-    return err;
+    return 0;
 }
 
 /* Take file name from the environment variable env when the URI left dst
@@ -80,11 +96,9 @@ static int fl__from_env(const char *shown, char *dst, const char *env, const cha
 static int fl__password_read(const char *shown, const char *where, const char *path,
                              char **out)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) {
-        int err = -errno;
-        return fl__etcd_fail(err, "etcd %s: %s %s: %s", shown, where, path, strerror(-err));
-    }
+    int fd = fl__open_regular(shown, where, path);
+    if (fd < 0)
+        return fd;
     char *buf = malloc(FL__ETCD_PASSWORD_MAX + 2);
     if (!buf) {
         close(fd);

@@ -647,6 +647,8 @@ static int fl__post_raw(struct fl__etcd_client *c, const char *path, const char 
         bool again = flags & (FL__ETCD_IDEMPOTENT | FL__ETCD_REPEATABLE);
         if (a == FL__A_UNKNOWN && !(flags & FL__ETCD_IDEMPOTENT)) {
             if (!(flags & FL__ETCD_REPEATABLE)) {
+                /* Move the preferred endpoint past this one (as below). */
+                atomic_store_explicit(&c->current, (i + 1) % n, memory_order_relaxed);
                 err = fl__etcd_fail(-EAGAIN,
                                     "etcd %s: the outcome is unknown (the request was sent, "
                                     "no answer came in time): %s",
@@ -677,6 +679,15 @@ static int fl__post_raw(struct fl__etcd_client *c, const char *path, const char 
         err = fl__etcd_fail(-EHOSTUNREACH, "etcd %s: no endpoint answered (timeout %u ms): %s",
                             op, c->timeout_ms, tried);
 out:
+    if (err && err != -EAGAIN && rp->ambiguous) {
+        /* An earlier attempt was sent and got no answer: it may have taken
+         * effect, whatever the later ones came to (a refusal, a token that
+         * could not be renewed, a certificate of another endpoint). */
+        err = fl__etcd_fail(-EAGAIN,
+                            "etcd %s: the outcome is unknown: an attempt was sent and got no "
+                            "answer (%s), then the request failed: %s",
+                            op, tried, err == -EREMOTEIO ? rp->message : strerror(-err));
+    }
     if (h)
         fl__etcd_handle_put(c, h);
     fl__etcd_headers_free(hdrs);

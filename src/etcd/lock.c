@@ -438,6 +438,31 @@ struct fl__try {
     bool epoch_moved;      /* !won and free: the epoch changed; try again */
 };
 
+/* Undo a holding just made (create revision r, lease): delete the lock key
+ * and put the marker back as mark was, if the key is still that holding.
+ * Best effort: otherwise the holding ends with its lease, which the caller
+ * revokes. */
+static void fl__undo_acquire(struct fl__etcd *e, const struct fl__keys *k, uint64_t r,
+                             uint64_t lease, const struct fl__etcd_kv *mark)
+{
+    json_t *restore = mark->value ? fl__etcd_op_put(k->last, k->last_len, mark->value,
+                                                    mark->value_len, 0, false)
+                                  : fl__etcd_op_delete(k->last, k->last_len, false);
+    json_t *req = fl__etcd_txn(
+        fl__etcd_list(fl__etcd_cmp_rev(k->lock, k->lock_len, "CREATE", "EQUAL", r),
+                      fl__etcd_cmp_lease(k->lock, k->lock_len, "EQUAL", lease), FL__ETCD_END),
+        fl__etcd_list(fl__etcd_op_delete(k->lock, k->lock_len, false), restore, FL__ETCD_END),
+        NULL);
+    struct fl__etcd_reply rp;
+    char saved[1024];
+    snprintf(saved, sizeof saved, "%s", fl_last_error());
+    (void)fl__etcd_post(&e->c, "/v3/kv/txn", "undo acquire txn", req,
+                        FL__ETCD_REPEATABLE | FL__ETCD_KV, &rp);
+    fl__etcd_reply_free(&rp);
+    json_decref(req);
+    fl__set_error("%s", saved);
+}
+
 static int fl__acquire_txn(struct fl__etcd *e, const struct fl__keys *k, uint64_t lease,
                            struct fl__try *t)
 {
@@ -476,19 +501,33 @@ static int fl__acquire_txn(struct fl__etcd *e, const struct fl__keys *k, uint64_
         err = fl__etcd_txn_resp(&rp, rp.body, 1, "response_put", &put);
         if (!err)
             err = fl__etcd_obj(&rp, put, "prev_kv", &prev);
+        uint64_t prev_token = 0;
+        struct fl__etcd_kv mark = {0};
         if (!err && prev) {
-            struct fl__etcd_kv kv;
-            err = fl__etcd_kv_parse(&rp, prev, FL__ETCD_MARK_MAX, &kv);
+            err = fl__etcd_kv_parse(&rp, prev, FL__ETCD_MARK_MAX, &mark);
             char state = 0;
-            uint64_t prev_token = 0;
             if (!err)
-                err = fl__etcd_mark_parse(&rp, &kv, &state, &prev_token);
+                err = fl__etcd_mark_parse(&rp, &mark, &state, &prev_token);
             if (!err && state == 'H')
                 t->flags = FL_LEASE_EXPIRED; /* the previous holding ended unreleased */
             else if (!err && state == 'D')
                 t->flags = FL_LEASE_OWNER_DIED; /* its handle was closed holding it */
-            fl__etcd_kv_free(&kv);
         }
+        uint64_t token = epoch << FL__ETCD_EPOCH_SHIFT | rp.revision;
+        if (!err && prev_token >= token) {
+            /* The key issued a greater token before: the epoch was set back
+             * (etcdctl put PREFIX/epoch, a smaller value).  Undo this holding
+             * (the marker back as it was) and hand out nothing (I1). */
+            fl__undo_acquire(e, k, rp.revision, lease, &mark);
+            err = fl__fail(-ENOTRECOVERABLE,
+                           "etcd %s: key \"%.*s\" issued token %" PRIu64 " before, and epoch %"
+                           PRIu64 " would number it %" PRIu64 " now: the epoch was set back; no "
+                           "token is handed out until `fencelock etcd-epoch --region URI "
+                           "--bump` (it sets an epoch above every token the prefix holds)",
+                           rp.endpoint, (int)(k->last_len - (e->c.uri.prefix_len + 6)),
+                           k->last + e->c.uri.prefix_len + 6, prev_token, epoch, token);
+        }
+        fl__etcd_kv_free(&mark);
         if (err)
             goto out;
         if (rp.revision >= FL__ETCD_REV_LIMIT) {
@@ -498,7 +537,7 @@ static int fl__acquire_txn(struct fl__etcd *e, const struct fl__keys *k, uint64_
             goto out;
         }
         t->won = true;
-        t->token = epoch << FL__ETCD_EPOCH_SHIFT | rp.revision;
+        t->token = token;
         goto out;
     }
     json_t *lock_range = NULL, *epoch_range = NULL;

@@ -192,7 +192,7 @@ static int ec_post_raw(const ec_cluster *c, const char *host, int port, const ch
 static const char *ec_root_auth(const ec_cluster *c, const char *host, int port, bool again)
 {
     static char line[512], owner[64];
-    if (!c || !c->secure || !c->auth_on)
+    if (!c || !c->auth_on)
         return NULL;
     if (!again && line[0] && strcmp(owner, c->token) == 0)
         return line;
@@ -221,7 +221,7 @@ static int ec_post_port(const ec_cluster *c, const char *host, int port, const c
     int st = ec_post_raw(c, host, port, path, body, auth, o, oc, timeout_ms);
     /* The token expired, or names a raft index this member has not reached
      * (after a restore it waits until the timeout): another. */
-    if (c && c->secure && c->auth_on && st != 200 && (st == 0 || strstr(o, "auth token"))) {
+    if (c && c->auth_on && st != 200 && (st == 0 || strstr(o, "auth token"))) {
         auth = ec_root_auth(c, host, port, true);
         st = ec_post_raw(c, host, port, path, body, auth, o, oc, timeout_ms);
     }
@@ -499,8 +499,16 @@ static void ec_make_tls(ec_cluster *c)
 }
 
 /* Users, the worker's role (granted prefixes by ec_uri), auth on. */
-static void ec_setup_rbac(ec_cluster *c)
+void ec_enable_auth(ec_cluster *c)
 {
+    if (!c->password_file[0]) { /* a plain cluster: passwords of its own */
+        snprintf(c->password_file, sizeof c->password_file, "%s/%s.worker.pw", th_tmpdir(),
+                 c->token);
+        snprintf(c->root_password, sizeof c->root_password, "root-%08x", (unsigned)rand());
+        char pw[64];
+        snprintf(pw, sizeof pw, "worker-%08x\n", (unsigned)rand());
+        ec_write_file(c->password_file, pw, 0600);
+    }
     char out[4096], pw[64] = "";
     FILE *f = fopen(c->password_file, "r");
     if (!f || !fgets(pw, sizeof pw, f))
@@ -554,7 +562,7 @@ static void ec_start_mode(ec_cluster *c, int n, const char *const *hosts,
     for (int i = 0; i < n; i++)
         ec_require_ready(c, i);
     if (secure)
-        ec_setup_rbac(c);
+        ec_enable_auth(c);
 }
 
 void ec_start_on(ec_cluster *c, int n, const char *const *hosts, const char *const *netns)
@@ -580,10 +588,10 @@ int ec_etcdctl(const ec_cluster *c, int i, char *out, size_t cap, ...)
         argv[n++] = c->cert;
         argv[n++] = "--key";
         argv[n++] = c->key;
-        if (c->auth_on) {
-            snprintf(user, sizeof user, "--user=root:%s", c->root_password);
-            argv[n++] = user;
-        }
+    }
+    if (c->auth_on) {
+        snprintf(user, sizeof user, "--user=root:%s", c->root_password);
+        argv[n++] = user;
     }
     va_list ap;
     va_start(ap, cap);
@@ -683,7 +691,7 @@ static void ec_grant(ec_cluster *c, const char *prefix)
 
 const char *ec_uri(ec_cluster *c, unsigned which, const char *prefix, char *buf, size_t cap)
 {
-    if (c->secure)
+    if (c->auth_on)
         ec_grant(c, prefix);
     size_t off = (size_t)snprintf(buf, cap, c->secure ? "etcds://" EC_WORKER "@" : "etcd://");
     bool first = true;

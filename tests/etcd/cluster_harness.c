@@ -53,7 +53,13 @@ struct ec_fake {
 
 unsigned ec_fake_requests(const ec_fake *f) { return atomic_load(&((ec_fake *)f)->requests); }
 
-/* Read one HTTP request from fd: path and body; false on EOF or garbage. */
+/* The Authorization header of the request the fake (this thread) serves:
+ * ec_relay sends it on, so that a relay in front of a cluster with users
+ * stays transparent. */
+static _Thread_local char ec_cur_auth[2048];
+
+/* Read one HTTP request from fd: path and body (and its Authorization
+ * header into ec_cur_auth); false on EOF or garbage. */
 static bool ec_read_request(int fd, char *path, size_t pcap, char **body)
 {
     size_t cap = 8192, n = 0;
@@ -74,6 +80,16 @@ static bool ec_read_request(int fd, char *path, size_t pcap, char **body)
         n += (size_t)k;
         buf[n] = '\0';
         hdr_end = strstr(buf, "\r\n\r\n");
+    }
+    ec_cur_auth[0] = '\0';
+    const char *au = strcasestr(buf, "\r\nAuthorization:");
+    if (au && au < hdr_end) {
+        au += 16;
+        while (*au == ' ')
+            au++;
+        size_t an = strcspn(au, "\r\n");
+        if (an < sizeof ec_cur_auth)
+            snprintf(ec_cur_auth, sizeof ec_cur_auth, "%.*s", (int)an, au);
     }
     size_t clen = 0;
     const char *cl = strcasestr(buf, "\r\nContent-Length:");
@@ -199,11 +215,13 @@ int ec_relay(int port, const char *path, const char *body, char *out, size_t cap
         return 0;
     }
     size_t blen = strlen(body);
-    char head[512];
+    char head[2600], auth[2100] = "";
+    if (ec_cur_auth[0])
+        snprintf(auth, sizeof auth, "Authorization: %s\r\n", ec_cur_auth);
     int hn = snprintf(head, sizeof head,
                       "POST %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: "
-                      "application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
-                      path, port, blen);
+                      "application/json\r\n%sContent-Length: %zu\r\nConnection: close\r\n\r\n",
+                      path, port, auth, blen);
     if (write(fd, head, (size_t)hn) != hn || write(fd, body, blen) != (ssize_t)blen) {
         close(fd);
         return 0;

@@ -96,6 +96,10 @@ void ec_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn
 void ec_start(ec_cluster *c, int n);
 /* Start a secured cluster whatever the environment says. */
 void ec_start_secure(ec_cluster *c, int n);
+/* Turn RBAC on (what a secured cluster has): root, and the user worker with
+ * its role, granted read-write on each prefix ec_uri() names.  On a plain
+ * cluster too (users without TLS: tests of lost answers through a relay). */
+void ec_enable_auth(ec_cluster *c);
 /* True when FL_ETCD_SECURE=1. */
 bool ec_secure_wanted(void);
 /* Issue a certificate (PEM, cert and key files) signed by the secured
