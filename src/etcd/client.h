@@ -147,6 +147,12 @@ struct fl__etcd_client {
     /* The user's password (credentials.c): NULL without a user; wiped and
      * freed by fl__etcd_client_destroy.  Never in a message. */
     char *password;
+    /* The TLS files' bytes, read at init (credentials.c): curl takes them
+     * from memory (http.c).  data NULL: not given.  The key is wiped. */
+    struct fl__etcd_pem {
+        unsigned char *data;
+        size_t len;
+    } cacert_pem, cert_pem, key_pem;
     /* etcd's auth token for the user (auth.c), under auth_lock: NULL until
      * the first request (or after etcd refused it); auth_gen counts the
      * tokens obtained, so that of several threads refused with one token only

@@ -13,11 +13,12 @@
  *
  * The TLS variables are ignored for a plain etcd:// URI (a process may
  * reach clusters of both kinds with one environment); the query's TLS keys
- * are refused there (uri.c).  Every file is opened here, once, so that a
- * wrong name fails fl_open with the file's name instead of a TLS error at
- * the first request (opened without blocking, and only regular files: a
- * FIFO named there would wait for a writer); curl reads the TLS files again
- * at each handshake.
+ * are refused there (uri.c).  Every file is read here, once, whole, so that
+ * a wrong name fails fl_open with the file's name instead of a TLS error at
+ * the first request; opened without blocking, and only regular files (a
+ * FIFO named there would wait for a writer).  curl gets the TLS files'
+ * bytes from memory (http.c): it never opens them, so a file replaced later
+ * (by a FIFO, or a certificate renewed) changes nothing for this handle.
  * A user without a password, or a password without a user, is -EINVAL: the
  * one is a request etcd will refuse, the other a credential that would be
  * silently unused.
@@ -38,6 +39,7 @@
 #include "client.h"
 
 #define FL__ETCD_PASSWORD_MAX 4096
+#define FL__ETCD_PEM_MAX (1u << 20) /* a CA bundle, a certificate, a key */
 
 /* Open path for reading to see that it can be (where: what named it, for
  * the message).  0, or -errno with the reason. */
@@ -63,12 +65,51 @@ static int fl__open_regular(const char *shown, const char *where, const char *pa
     return fd;
 }
 
-static int fl__file_check(const char *shown, const char *where, const char *path)
+/* Read the regular file at path whole (at most max bytes) into a malloc'd
+ * buffer with a NUL after the bytes: 0 with *out and *len, or -errno with
+ * the reason (where: what named the file).  Wiped when refused. */
+static int fl__file_read(const char *shown, const char *where, const char *path, size_t max,
+                         unsigned char **out, size_t *len)
 {
     int fd = fl__open_regular(shown, where, path);
     if (fd < 0)
         return fd;
+    unsigned char *buf = malloc(max + 2);
+    if (!buf) {
+        close(fd);
+        return fl__etcd_fail(-ENOMEM, "out of memory");
+    }
+    size_t n = 0;
+    int err = 0;
+    for (;;) {
+        ssize_t k = read(fd, buf + n, max + 1 - n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            err = fl__etcd_fail(-errno, "etcd %s: %s %s: %s", shown, where, path,
+                                strerror(errno));
+            break;
+        }
+        if (k == 0)
+            break;
+        n += (size_t)k;
+        if (n > max) {
+            err = fl__etcd_fail(-EINVAL, "etcd %s: %s %s: longer than %zu bytes", shown, where,
+                                path, max);
+            break;
+        }
+    }
     close(fd);
+    if (!err && n == 0)
+        err = fl__etcd_fail(-EINVAL, "etcd %s: %s %s: the file is empty", shown, where, path);
+    if (err) {
+        explicit_bzero(buf, max + 2);
+        free(buf);
+        return err;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
     return 0;
 }
 
@@ -92,56 +133,32 @@ static int fl__from_env(const char *shown, char *dst, const char *env, const cha
     return 0;
 }
 
-/* Read the password file at path into a malloc'd string. */
+/* Read the password file at path into a malloc'd string: its content up to
+ * a final newline, not empty, without NUL. */
 static int fl__password_read(const char *shown, const char *where, const char *path,
                              char **out)
 {
-    int fd = fl__open_regular(shown, where, path);
-    if (fd < 0)
-        return fd;
-    char *buf = malloc(FL__ETCD_PASSWORD_MAX + 2);
-    if (!buf) {
-        close(fd);
-        return fl__etcd_fail(-ENOMEM, "out of memory");
-    }
+    unsigned char *buf = NULL;
     size_t n = 0;
-    int err = 0;
-    for (;;) {
-        ssize_t k = read(fd, buf + n, FL__ETCD_PASSWORD_MAX + 1 - n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0) {
-            err = fl__etcd_fail(-errno, "etcd %s: %s %s: %s", shown, where, path,
-                                strerror(errno));
-            break;
-        }
-        if (k == 0)
-            break;
-        n += (size_t)k;
-        if (n > FL__ETCD_PASSWORD_MAX) {
-            err = fl__etcd_fail(-EINVAL, "etcd %s: %s %s: longer than %d bytes (not a "
-                                         "password file?)",
-                                shown, where, path, FL__ETCD_PASSWORD_MAX);
-            break;
-        }
-    }
-    close(fd);
-    if (!err && n && buf[n - 1] == '\n')
+    int err = fl__file_read(shown, where, path, FL__ETCD_PASSWORD_MAX, &buf, &n);
+    if (err)
+        return err;
+    if (n && buf[n - 1] == '\n')
         n--;
-    if (!err && n && buf[n - 1] == '\r')
+    if (n && buf[n - 1] == '\r')
         n--;
-    if (!err && n == 0)
+    if (n == 0)
         err = fl__etcd_fail(-EINVAL, "etcd %s: %s %s: the file is empty", shown, where, path);
-    if (!err && memchr(buf, '\0', n))
+    else if (memchr(buf, '\0', n))
         err = fl__etcd_fail(-EINVAL, "etcd %s: %s %s: the password holds a NUL byte", shown,
                             where, path);
     if (err) {
-        explicit_bzero(buf, FL__ETCD_PASSWORD_MAX + 2);
+        explicit_bzero(buf, n);
         free(buf);
         return err;
     }
     buf[n] = '\0';
-    *out = buf;
+    *out = (char *)buf;
     return 0;
 }
 
@@ -160,11 +177,13 @@ int fl__etcd_creds_load(struct fl__etcd_client *c)
             {offsetof(struct fl__etcd_uri, cert), FL__ETCD_CERT_ENV, "cert"},
             {offsetof(struct fl__etcd_uri, key), FL__ETCD_KEY_ENV, "key"},
         };
+        struct fl__etcd_pem *pem[] = {&c->cacert_pem, &c->cert_pem, &c->key_pem};
         for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
             char *dst = (char *)u + files[i].off;
             err = fl__from_env(shown, dst, files[i].env, files[i].key, where, sizeof where);
             if (!err && dst[0])
-                err = fl__file_check(shown, where, dst);
+                err = fl__file_read(shown, where, dst, FL__ETCD_PEM_MAX, &pem[i]->data,
+                                    &pem[i]->len);
             if (err)
                 return err;
         }

@@ -125,6 +125,13 @@ void fl__etcd_client_destroy(struct fl__etcd_client *c)
     fl__wipe_free(c->password);
     fl__wipe_free(c->token);
     c->password = c->token = NULL;
+    struct fl__etcd_pem *pem[] = {&c->cacert_pem, &c->cert_pem, &c->key_pem};
+    for (size_t i = 0; i < sizeof pem / sizeof pem[0]; i++) {
+        if (pem[i]->data)
+            explicit_bzero(pem[i]->data, pem[i]->len);
+        free(pem[i]->data);
+        pem[i]->data = NULL;
+    }
 }
 
 void fl__etcd_client_closing(struct fl__etcd_client *c)
@@ -234,15 +241,25 @@ CURL *fl__etcd_handle_get(struct fl__etcd_client *c)
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L); /* the name or IP in the certificate */
         curl_easy_setopt(h, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
-        if (c->uri.cacert[0]) {
+        /* From memory (credentials.c): curl never opens the files, so
+         * none can block a handshake.  NOCOPY: the client outlives its
+         * handles. */
+        struct curl_blob ca = {c->cacert_pem.data, c->cacert_pem.len, CURL_BLOB_NOCOPY};
+        struct curl_blob cert = {c->cert_pem.data, c->cert_pem.len, CURL_BLOB_NOCOPY};
+        struct curl_blob key = c->key_pem.data
+                                   ? (struct curl_blob){c->key_pem.data, c->key_pem.len,
+                                                        CURL_BLOB_NOCOPY}
+                                   : cert; /* the key in the certificate's file */
+        if (c->cacert_pem.data) {
             /* The cluster's own CA, and only it (no system store beside). */
-            curl_easy_setopt(h, CURLOPT_CAINFO, c->uri.cacert);
+            curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &ca);
+            curl_easy_setopt(h, CURLOPT_CAINFO, NULL);
             curl_easy_setopt(h, CURLOPT_CAPATH, NULL);
         }
-        if (c->uri.cert[0]) {
-            curl_easy_setopt(h, CURLOPT_SSLCERT, c->uri.cert);
+        if (c->cert_pem.data) {
+            curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
             curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-            curl_easy_setopt(h, CURLOPT_SSLKEY, c->uri.key[0] ? c->uri.key : c->uri.cert);
+            curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
             curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
             /* An encrypted key fails instead of prompting on the terminal. */
             curl_easy_setopt(h, CURLOPT_KEYPASSWD, "");
@@ -623,6 +640,11 @@ static int fl__post_raw(struct fl__etcd_client *c, const char *path, const char 
             goto out;
         }
         if (a == FL__A_DENIED) {
+            /* This call ends here (a refusal comes back at once), but the
+             * next one starts at the next endpoint: one member whose
+             * certificate does not verify must not hold a handle that the
+             * others would serve. */
+            atomic_store_explicit(&c->current, (i + 1) % n, memory_order_relaxed);
             err = fl__etcd_fail(-EACCES, "etcd %s %s: refused: %s", ep->name, op, why);
             goto out;
         }

@@ -588,6 +588,73 @@ static void test_stricter_roles(void **state)
     fl_close(r);
 }
 
+/* I14 I13: a member whose certificate does not verify (another host's)
+ * fails one call at most: the next starts at the next endpoint.  And the
+ * TLS files are read once, at fl_open: replaced afterwards by a FIFO, they
+ * never block a handshake. */
+static void test_bad_endpoint_and_files_replaced(void **state)
+{
+    (void)state;
+    char path[2][600], ca[600], uri[2048], q[1024];
+    const char *tmp = th_tmpdir();
+    snprintf(path[0], sizeof path[0], "%s/elsewhere2.pem", tmp);
+    snprintf(path[1], sizeof path[1], "%s/elsewhere2.key", tmp);
+    ec_tls_issue(&cluster, path[0], path[1], "/O=elsewhere",
+                 "subjectAltName=IP:10.9.9.9\nextendedKeyUsage=serverAuth\n");
+    int bad = 0;
+    pid_t srv = tls_server(path[0], path[1], &bad);
+    /* A copy of the CA, to replace later. */
+    snprintf(ca, sizeof ca, "%s/ca-copy.pem", tmp);
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", cluster.ca, ca);
+    const char *cp[] = {"sh", "-c", cmd, NULL};
+    assert_int_equal(ec_run(cp, 10000, NULL, 0), 0);
+    char grant[1024];
+    ec_uri(&cluster, 0, "badep", grant, sizeof grant);
+    query_of(q, sizeof q, ca, cluster.cert, cluster.key, cluster.password_file);
+    /* A follower first (it will be stopped: the leader stays), the bad
+     * endpoint, the leader. */
+    int leader = ec_leader(&cluster, 10000);
+    assert_true(leader >= 0);
+    int f = (leader + 1) % cluster.n;
+    snprintf(uri, sizeof uri, "etcds://" EC_WORKER "@127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/badep?%s",
+             cluster.m[f].client_port, bad, cluster.m[leader].client_port, q);
+    fl_region *r = NULL, *other = NULL;
+    assert_int_equal(fl_open(uri, &r), 0); /* on the follower */
+    fl_lease l;
+    assert_int_equal(fl_acquire(r, "k", S(30), 0, &l), 0);
+    /* The follower stops: a read times out there, and the next endpoint
+     * refuses the handshake.  That call fails; the next ones go to the
+     * leader. */
+    ec_pause(&cluster, f);
+    char buf[8];
+    size_t len;
+    uint64_t fence;
+    int rc = fl_read(r, "rec", buf, sizeof buf, &len, &fence);
+    assert_true(rc == -EACCES || rc == -EHOSTUNREACH || rc == -ENOENT);
+    rc = fl_commit(r, &l, "rec", "x", 1, 0, NULL);
+    if (rc != 0)
+        fail_msg("the commit after a refusing endpoint: %s (%s)", fl_err_name(rc),
+                 fl_last_error());
+    assert_int_equal(fl_read(r, "rec", buf, sizeof buf, &len, &fence), 0);
+    ec_resume(&cluster, f);
+    /* The CA file becomes a FIFO: new connections (a waiter's watch) go on. */
+    assert_int_equal(unlink(ca), 0);
+    assert_int_equal(mkfifo(ca, 0600), 0);
+    ec_uri(&cluster, 0, "badep", grant, sizeof grant);
+    assert_int_equal(fl_open(grant, &other), 0);
+    fl_lease x;
+    assert_int_equal(fl_acquire(other, "held", S(30), 0, &x), 0);
+    uint64_t t0 = th_now_ns();
+    assert_int_equal(fl_acquire(r, "held", S(5), S(1), &l), -ETIMEDOUT);
+    assert_true(th_now_ns() - t0 < S(10));
+    assert_int_equal(fl_release(other, &x), 0);
+    fl_close(other);
+    fl_close(r);
+    kill(srv, SIGKILL);
+    waitpid(srv, NULL, 0);
+}
+
 /* I14: an operator turns authentication off: handles with a token go on,
  * without one (as etcdctl does), their keepalives too. */
 static void test_auth_disabled(void **state)
@@ -624,6 +691,7 @@ int main(void)
         cmocka_unit_test(test_password_never_shown),
         cmocka_unit_test(test_token_expiry),
         cmocka_unit_test(test_stricter_roles),
+        cmocka_unit_test(test_bad_endpoint_and_files_replaced),
         cmocka_unit_test(test_auth_disabled), /* last: the cluster has no auth after it */
     };
     return cmocka_run_group_tests(tests, setup, teardown);
