@@ -12,22 +12,25 @@
 
 #include "shown.h"
 
-static int fl__endpoint_char(char ch)
-{
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-           ch == '.' || ch == '-' || ch == ':' || ch == ',' || ch == '[' || ch == ']';
-}
-
 const char *fl__userinfo_end(const char *s)
 {
     const char *auth = strstr(s, "://");
     auth = auth ? auth + 3 : s;
+    /* The last '@' before the first '/': what a parser takes. */
+    const char *slash = strchr(auth, '/');
+    const char *end = slash ? slash : auth + strlen(auth);
     const char *found = NULL;
+    for (const char *p = auth; p < end; p++)
+        if (*p == '@')
+            found = p;
+    if (found)
+        return found;
+    /* Else a password holding '/': the last '@' followed by something that
+     * could be endpoints (no '?', '#', '=', '&', '@' or space) up to a '/'
+     * or the end. */
     for (const char *at = strchr(auth, '@'); at; at = strchr(at + 1, '@')) {
-        const char *p = at + 1;
-        while (*p && fl__endpoint_char(*p))
-            p++;
-        if (p > at + 1 && (*p == '/' || *p == '\0'))
+        size_t n = strcspn(at + 1, "/?#=&@ \t\r\n");
+        if (n > 0 && (at[1 + n] == '/' || at[1 + n] == '\0'))
             found = at;
     }
     return found;
@@ -40,45 +43,26 @@ static void fl__put(char *out, size_t cap, size_t *o, const char *p, size_t n)
         out[(*o)++] = *p++;
 }
 
-/* A query pair at p (after '?' or '&') whose key starts with "password" and
- * is not "password-file": how many bytes of it to keep (the key's
- * "password"), else 0. */
-static size_t fl__password_pair(const char *p)
-{
-    if (strncasecmp(p, "password", 8) != 0)
-        return 0;
-    if (strncmp(p, "password-file=", 14) == 0 || strcmp(p, "password-file") == 0)
-        return 0;
-    return 8;
-}
-
-/* The secrets of s, as spans: calls fn(arg, start, len) for each. */
+/* The secrets of s, as spans: calls fn(arg, start, len) for each, in order:
+ * the userinfo's password, then everything after the first "password" of
+ * the query that is not "password-file=" (to the end: a password may hold
+ * '&' or '#'). */
 static void fl__secrets(const char *s, void (*fn)(void *, const char *, size_t), void *arg)
 {
     const char *auth = strstr(s, "://");
     auth = auth ? auth + 3 : s;
-    const char *at = fl__userinfo_end(s);
+    const char *at = fl__userinfo_end(s), *colon = NULL;
     if (at)
-        for (const char *p = auth; p < at; p++)
-            if (*p == ':') {
-                if (at > p + 1)
-                    fn(arg, p + 1, (size_t)(at - p - 1));
-                break;
-            }
-    const char *query = strchr(at ? at : auth, '?');
-    for (const char *p = query ? query + 1 : NULL; p && *p; p++) {
-        size_t keep;
-        if ((p[-1] == '?' || p[-1] == '&') && (keep = fl__password_pair(p)) != 0) {
-            size_t n = strcspn(p + keep, "&#");
-            /* the value (after '=' or an escaped one), or all after "password" */
-            const char *v = p + keep;
-            if (*v == '=') {
-                v++;
-                n--;
-            }
-            if (n)
-                fn(arg, v, n);
-        }
+        colon = memchr(auth, ':', (size_t)(at - auth));
+    if (colon && at > colon + 1)
+        fn(arg, colon + 1, (size_t)(at - colon - 1));
+    const char *query = strchr(colon ? at : auth, '?');
+    for (const char *p = query; p && (p = strcasestr(p, "password")) != NULL; p += 8) {
+        if (strncmp(p + 8, "-file=", 6) == 0)
+            continue;
+        if (p[8])
+            fn(arg, p + 8, strlen(p + 8));
+        break;
     }
 }
 

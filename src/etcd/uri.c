@@ -374,5 +374,8 @@ int fl__etcd_uri_parse(const char *uri, struct fl__etcd_uri *out)
         if (err)
             return err;
     }
+    /* A string that parses holds no password (one is refused above): shown
+     * as written, not as the masking's guesses would show it. */
+    snprintf(out->shown, sizeof out->shown, "%s", uri);
     return 0;
 }
