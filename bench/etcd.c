@@ -165,7 +165,7 @@ static void b64s(const char *s, char *out)
 
 /* The keys of the raw requests (their own prefix, beside fencelock's). */
 static char K_LOCK[64], K_LAST[64], K_EPOCH[64], K_REC[64], V_HOLD[64], V_LASTH[64],
-    V_EPOCH[16], K_LOCKNAME[64];
+    V_EPOCH[16], K_LOCKNAME[64], V_BOUND[32];
 
 static void raw_keys(void)
 {
@@ -174,7 +174,8 @@ static void raw_keys(void)
     b64s("bench-raw/epoch", K_EPOCH);
     b64s("bench-raw/rec/r", K_REC);
     b64s("1 12345 benchhost", V_HOLD);
-    b64s("H 1", V_LASTH);
+    b64s("0000001 H", V_LASTH);
+    b64s("0000002", V_BOUND);
     b64s("1", V_EPOCH);
     b64s("bench-raw/v3lock", K_LOCKNAME);
 }
@@ -202,18 +203,33 @@ static void raw_revoke(struct raw *r, uint64_t id)
 /* Like the acquire Txn: its revision (the lock key's create revision). */
 static uint64_t raw_acquire_txn(struct raw *r, uint64_t lease)
 {
-    char body[1024];
+    /* The acquire's shape (src/etcd/lock.c, ACQUIRE): the key's first holding
+     * in the outer Txn, any later one in the nested Txn that also compares
+     * the marker's epoch. */
+    char take[512], body[4096];
+    snprintf(take, sizeof take,
+             "[{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\",\"lease\":\"%" PRIu64
+             "\"}},{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\",\"prev_kv\":true}}]",
+             K_LOCK, V_HOLD, lease, K_LAST, V_LASTH);
     snprintf(body, sizeof body,
              "{\"compare\":[{\"key\":\"%s\",\"result\":\"EQUAL\",\"target\":\"CREATE\","
              "\"create_revision\":\"0\"},{\"key\":\"%s\",\"result\":\"EQUAL\",\"target\":"
-             "\"VALUE\",\"value\":\"%s\"}],"
-             "\"success\":[{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\",\"lease\":\"%" PRIu64
-             "\"}},{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\",\"prev_kv\":true}}],"
-             "\"failure\":[{\"request_range\":{\"key\":\"%s\"}},{\"request_range\":{\"key\":"
-             "\"%s\"}}]}",
-             K_LOCK, K_EPOCH, V_EPOCH, K_LOCK, V_HOLD, lease, K_LAST, V_LASTH, K_LOCK, K_EPOCH);
+             "\"VALUE\",\"value\":\"%s\"},{\"key\":\"%s\",\"result\":\"EQUAL\",\"target\":"
+             "\"CREATE\",\"create_revision\":\"0\"}],\"success\":%s,"
+             "\"failure\":[{\"request_txn\":{\"compare\":[{\"key\":\"%s\",\"result\":\"EQUAL\","
+             "\"target\":\"CREATE\",\"create_revision\":\"0\"},{\"key\":\"%s\",\"result\":"
+             "\"EQUAL\",\"target\":\"VALUE\",\"value\":\"%s\"},{\"key\":\"%s\",\"result\":"
+             "\"LESS\",\"target\":\"VALUE\",\"value\":\"%s\"}],\"success\":%s,\"failure\":"
+             "[{\"request_range\":{\"key\":\"%s\"}},{\"request_range\":{\"key\":\"%s\"}},"
+             "{\"request_range\":{\"key\":\"%s\"}}]}}]}",
+             K_LOCK, K_EPOCH, V_EPOCH, K_LAST, take, K_LOCK, K_EPOCH, V_EPOCH, K_LAST, V_BOUND,
+             take, K_LOCK, K_EPOCH, K_LAST);
     json_t *j = raw_post(r, "/v3/kv/txn", body);
     bool ok = json_is_true(json_object_get(j, "succeeded"));
+    if (!ok) { /* the nested Txn's answer */
+        json_t *resp = json_array_get(json_object_get(j, "responses"), 0);
+        ok = json_is_true(json_object_get(json_object_get(resp, "response_txn"), "succeeded"));
+    }
     uint64_t rev = jnum(j, "header", "revision");
     json_decref(j);
     if (!ok)
@@ -225,7 +241,7 @@ static uint64_t raw_acquire_txn(struct raw *r, uint64_t lease)
 static void raw_release_txn(struct raw *r, uint64_t rev, uint64_t lease)
 {
     char body[1024], last[64], lastv[64];
-    snprintf(last, sizeof last, "R %020" PRIu64, rev);
+    snprintf(last, sizeof last, "0000001 R %020" PRIu64, ((uint64_t)1 << 40) | rev);
     b64s(last, lastv);
     snprintf(body, sizeof body,
              "{\"compare\":[{\"key\":\"%s\",\"result\":\"EQUAL\",\"target\":\"CREATE\","

@@ -258,34 +258,28 @@ int fl__etcd_epoch_load(struct fl__etcd_client *c, bool create, uint64_t *epoch)
 }
 
 /* The epoch a value under the prefix names, as its layout writes it (etcd.h,
- * LAYOUT): a lock value "E PID HOST", a marker "H E" or "R T"/"D T", a
- * record "KEY NUL T ...".  0 when it names none (an empty record key). */
+ * LAYOUT): a lock value "E PID HOST", a marker "%07E ...", a record
+ * "KEY NUL T ...". */
 static int fl__value_epoch(const struct fl__etcd_reply *rp, const char *kind,
                            const struct fl__etcd_kv *kv, uint64_t *epoch)
 {
     const unsigned char *v = kv->value ? kv->value : (const unsigned char *)"";
-    size_t n = kv->value_len, i = 0, digits = 20;
-    bool token = true;
-    if (strcmp(kind, "lock") == 0) {
-        token = false;
-        digits = 7;
-    } else if (strcmp(kind, "last") == 0) {
-        if (n < 3 || v[1] != ' ')
-            goto bad;
-        token = v[0] != 'H';
-        digits = token ? 20 : 7;
-        i = 2;
-    } else {
+    size_t n = kv->value_len, i = 0, digits = 7;
+    bool token = false;
+    if (strcmp(kind, "rec") == 0) {
         const unsigned char *nul = memchr(v, '\0', n);
         if (!nul)
             goto bad;
         i = (size_t)(nul - v) + 1;
+        digits = 20;
+        token = true;
     }
     uint64_t x = 0;
     size_t start = i;
     while (i < n && i - start < digits && v[i] >= '0' && v[i] <= '9')
         x = x * 10 + (uint64_t)(v[i++] - '0');
-    if (i == start || (token && i - start != 20) || (!token && x >= FL__ETCD_EPOCH_LIMIT))
+    if (i == start || (token && i - start != 20) || (!token && x >= FL__ETCD_EPOCH_LIMIT) ||
+        (!token && (i == n || v[i] != ' ')))
         goto bad;
     *epoch = token ? x >> FL__ETCD_EPOCH_SHIFT : x;
     return 0;

@@ -12,14 +12,17 @@
  *                      token E << 40 | r.  etcd deletes it when the lease
  *                      ends: that is a lease expiry.
  *   PREFIX/last/KEY    how the latest holding of KEY stands, written in the
- *                      same Txns (no lease: it outlives holders):
- *                        "H E"     held (or expired while held): written by
- *                                  the acquire Txn, so its mod_revision is r
- *                                  and the holding's token is E << 40 | r
- *                        "R T"     released by its holder (T: %020 token)
- *                        "D T"     abandoned by fl_close (as a death: the next
- *                                  holder sees FL_LEASE_OWNER_DIED)
- *                      An acquire that finds "H ..." in it (prev_kv) took over
+ *                      same Txns (no lease: it outlives holders), always
+ *                      starting with that holding's epoch in 7 digits (the
+ *                      acquire Txn compares it: lock.c, ACQUIRE):
+ *                        "%07E H"        held (or expired while held):
+ *                                        written by the acquire Txn, so its
+ *                                        mod_revision is r and the holding's
+ *                                        token is E << 40 | r
+ *                        "%07E R %020T"  released by its holder
+ *                        "%07E D %020T"  abandoned by fl_close (as a death: the
+ *                                        next holder sees FL_LEASE_OWNER_DIED)
+ *                      An acquire that finds "H" in it (prev_kv) took over
  *                      a holding that ended without release:
  *                      FL_LEASE_EXPIRED.  It also says which tokens KEY
  *                      issued (fl_commit_token).
@@ -55,7 +58,7 @@
 /* A lock value "E PID HOST". */
 #define FL__ETCD_HOSTNAME_MAX 64
 #define FL__ETCD_LOCK_VALUE_MAX (FL__ETCD_EPOCH_TEXT_MAX + 12 + FL__ETCD_HOSTNAME_MAX)
-/* A marker "H E" or "R %020T". */
+/* A marker "%07E H" or "%07E R %020T". */
 #define FL__ETCD_MARK_MAX 32
 /* Inspection: at most this many keys and records in a snapshot. */
 #define FL__ETCD_SNAP_MAX 100000u

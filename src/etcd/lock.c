@@ -8,14 +8,23 @@
  *
  *   compare  lock/KEY create_revision == 0       (nobody holds KEY)
  *            epoch value == "E"                   (the epoch we number with)
- *   success  put lock/KEY "E PID HOST" lease L
- *            put last/KEY "H E" prev_kv           (how the last holding ended)
- *   failure  range lock/KEY, range epoch
+ *            last/KEY create_revision == 0        (KEY's first holding)
+ *   success  TAKE: put lock/KEY "E PID HOST" lease L
+ *                  put last/KEY "%07E H" prev_kv  (how the last holding ended)
+ *   failure  Txn: compare  lock/KEY create_revision == 0
+ *                          epoch value == "E"
+ *                          last/KEY value < "%07(E+1)"   (its epoch is E or less)
+ *                 success  TAKE
+ *                 failure  range lock/KEY, range epoch, range last/KEY
  *
  * Its revision r is the lock key's create_revision, and the token is
  * E << 40 | r: strictly increasing per key (I1), since every later creation
  * of lock/KEY happens at a greater revision, and every later epoch is
- * greater.  The deadline is the local CLOCK_MONOTONIC time taken before the
+ * greater.  Every marker starts with the epoch of the holding it tells of,
+ * in seven digits, so the value compare says in the same step that KEY
+ * never issued a token of a later epoch: an epoch an operator set back
+ * (etcdctl put PREFIX/epoch, smaller) numbers nothing, whatever answers are
+ * lost (-ENOTRECOVERABLE until the bump).  The deadline is the local CLOCK_MONOTONIC time taken before the
  * grant (or the latest keepalive) was sent, plus the TTL etcd granted: the
  * lease cannot end at etcd before it, as etcd starts counting later (a
  * leader change only restarts the count).  Clock rate differences between
@@ -40,11 +49,11 @@
  * RELEASE is one Txn:
  *
  *   compare  lock/KEY create_revision == r, lease == L
- *   success  delete lock/KEY; put last/KEY "R T"
+ *   success  delete lock/KEY; put last/KEY "%07E R %020T"
  *   failure  Txn: compare  lock/KEY create_revision == 0  (gone: lease ended)
  *                          last/KEY mod_revision == r      (nobody acquired since)
- *                          last/KEY value == "H E"
- *                 success  put last/KEY "R T"   (released normally, as on
+ *                          last/KEY value == "%07E H"
+ *                 success  put last/KEY "... R T"   (released normally, as on
  *                                                shared memory: no other
  *                                                holder can have overlapped)
  *                 failure  range lock/KEY, range last/KEY
@@ -315,38 +324,44 @@ bad:
 int fl__etcd_mark_parse(const struct fl__etcd_reply *rp, const struct fl__etcd_kv *kv,
                         char *state, uint64_t *token)
 {
+    /* "%07E H" (9 bytes), "%07E R %020T" / "%07E D %020T" (30 bytes) */
     const unsigned char *v = kv->value;
     size_t n = kv->value_len;
-    uint64_t x = 0;
-    if (n < 3 || v[1] != ' ')
+    uint64_t e = 0, x = 0;
+    if (n < 9 || v[7] != ' ')
         goto bad;
-    if (v[0] == 'H') {
-        if (n - 2 > 7)
+    for (size_t i = 0; i < 7; i++) {
+        if (v[i] < '0' || v[i] > '9')
             goto bad;
-    } else if (v[0] == 'R' || v[0] == 'D') {
-        if (n - 2 != FL__ETCD_TOKEN_DIGITS)
+        e = e * 10 + (uint64_t)(v[i] - '0');
+    }
+    if (e == 0 || e >= FL__ETCD_EPOCH_LIMIT)
+        goto bad;
+    char st = (char)v[8];
+    if (st == 'H') {
+        if (n != 9 || kv->mod_revision >= FL__ETCD_REV_LIMIT)
+            goto bad;
+        x = e << FL__ETCD_EPOCH_SHIFT | kv->mod_revision;
+    } else if (st == 'R' || st == 'D') {
+        if (n != 10 + FL__ETCD_TOKEN_DIGITS || v[9] != ' ')
+            goto bad;
+        for (size_t i = 10; i < n; i++) {
+            if (v[i] < '0' || v[i] > '9')
+                goto bad;
+            x = x * 10 + (uint64_t)(v[i] - '0');
+            if (x > (uint64_t)INT64_MAX)
+                goto bad;
+        }
+        if (x == 0 || x >> FL__ETCD_EPOCH_SHIFT != e)
             goto bad;
     } else
         goto bad;
-    for (size_t i = 2; i < n; i++) {
-        if (v[i] < '0' || v[i] > '9')
-            goto bad;
-        x = x * 10 + (uint64_t)(v[i] - '0');
-        if (x > (uint64_t)INT64_MAX)
-            goto bad;
-    }
-    if (v[0] == 'H') {
-        if (x == 0 || x >= FL__ETCD_EPOCH_LIMIT || kv->mod_revision >= FL__ETCD_REV_LIMIT)
-            goto bad;
-        x = x << FL__ETCD_EPOCH_SHIFT | kv->mod_revision;
-    } else if (x == 0)
-        goto bad;
-    *state = (char)v[0];
+    *state = st;
     *token = x;
     return 0;
 bad:
-    return fl__fail(-EPROTO, "etcd %s %s: the marker %.*s holds '%.*s', not \"H EPOCH\", "
-                             "\"R TOKEN\" or \"D TOKEN\"",
+    return fl__fail(-EPROTO, "etcd %s %s: the marker %.*s holds '%.*s', not \"EPOCH H\", "
+                             "\"EPOCH R TOKEN\" or \"EPOCH D TOKEN\"",
                     rp->endpoint, rp->op, (int)kv->key_len, (const char *)kv->key,
                     (int)(n > 60 ? 60 : n), v ? (const char *)v : "");
 }
@@ -438,29 +453,44 @@ struct fl__try {
     bool epoch_moved;      /* !won and free: the epoch changed; try again */
 };
 
-/* Undo a holding just made (create revision r, lease): delete the lock key
- * and put the marker back as mark was, if the key is still that holding.
- * Best effort: otherwise the holding ends with its lease, which the caller
- * revokes. */
-static void fl__undo_acquire(struct fl__etcd *e, const struct fl__keys *k, uint64_t r,
-                             uint64_t lease, const struct fl__etcd_kv *mark)
+/* A marker's value (etcd.h, LAYOUT): "%07E H", "%07E R %020T", "%07E D %020T". */
+static int fl__mark_value(char *buf, size_t cap, uint64_t epoch, char state, uint64_t token)
 {
-    json_t *restore = mark->value ? fl__etcd_op_put(k->last, k->last_len, mark->value,
-                                                    mark->value_len, 0, false)
-                                  : fl__etcd_op_delete(k->last, k->last_len, false);
-    json_t *req = fl__etcd_txn(
-        fl__etcd_list(fl__etcd_cmp_rev(k->lock, k->lock_len, "CREATE", "EQUAL", r),
-                      fl__etcd_cmp_lease(k->lock, k->lock_len, "EQUAL", lease), FL__ETCD_END),
-        fl__etcd_list(fl__etcd_op_delete(k->lock, k->lock_len, false), restore, FL__ETCD_END),
-        NULL);
-    struct fl__etcd_reply rp;
-    char saved[1024];
-    snprintf(saved, sizeof saved, "%s", fl_last_error());
-    (void)fl__etcd_post(&e->c, "/v3/kv/txn", "undo acquire txn", req,
-                        FL__ETCD_REPEATABLE | FL__ETCD_KV, &rp);
-    fl__etcd_reply_free(&rp);
-    json_decref(req);
-    fl__set_error("%s", saved);
+    return state == 'H' ? snprintf(buf, cap, "%07" PRIu64 " H", epoch)
+                        : snprintf(buf, cap, "%07" PRIu64 " %c %020" PRIu64, epoch, state, token);
+}
+
+/* The acquire Txn's answer when it succeeded: the put of the marker, with
+ * the marker it replaced (prev_kv), at responses[put_index] of txn. */
+static int fl__acquire_won(struct fl__etcd_reply *rp, const json_t *txn, uint64_t epoch,
+                           struct fl__try *t)
+{
+    json_t *put = NULL, *prev = NULL;
+    int err = fl__etcd_txn_resp(rp, txn, 1, "response_put", &put);
+    if (!err)
+        err = fl__etcd_obj(rp, put, "prev_kv", &prev);
+    if (!err && prev) {
+        struct fl__etcd_kv mark;
+        err = fl__etcd_kv_parse(rp, prev, FL__ETCD_MARK_MAX, &mark);
+        char state = 0;
+        uint64_t prev_token = 0;
+        if (!err)
+            err = fl__etcd_mark_parse(rp, &mark, &state, &prev_token);
+        if (!err && state == 'H')
+            t->flags = FL_LEASE_EXPIRED; /* the previous holding ended unreleased */
+        else if (!err && state == 'D')
+            t->flags = FL_LEASE_OWNER_DIED; /* its handle was closed holding it */
+        fl__etcd_kv_free(&mark);
+    }
+    if (err)
+        return err;
+    if (rp->revision >= FL__ETCD_REV_LIMIT)
+        return fl__fail(-EOVERFLOW, "etcd %s: revision %" PRIu64 " does not fit a token "
+                                    "(2^40 or more): bump the epoch",
+                        rp->endpoint, rp->revision);
+    t->won = true;
+    t->token = epoch << FL__ETCD_EPOCH_SHIFT | rp->revision;
+    return 0;
 }
 
 static int fl__acquire_txn(struct fl__etcd *e, const struct fl__keys *k, uint64_t lease,
@@ -468,17 +498,32 @@ static int fl__acquire_txn(struct fl__etcd *e, const struct fl__keys *k, uint64_
 {
     memset(t, 0, sizeof *t);
     uint64_t epoch = atomic_load_explicit(&e->c.epoch, memory_order_relaxed);
-    char ev[FL__ETCD_EPOCH_TEXT_MAX], lv[FL__ETCD_LOCK_VALUE_MAX], mv[FL__ETCD_MARK_MAX];
+    char ev[FL__ETCD_EPOCH_TEXT_MAX], lv[FL__ETCD_LOCK_VALUE_MAX], mv[FL__ETCD_MARK_MAX],
+        bound[FL__ETCD_MARK_MAX];
     int evn = snprintf(ev, sizeof ev, "%" PRIu64, epoch);
     int lvn = fl__lock_value(e, epoch, lv, sizeof lv);
-    int mvn = snprintf(mv, sizeof mv, "H %" PRIu64, epoch);
+    int mvn = fl__mark_value(mv, sizeof mv, epoch, 'H', 0);
+    /* Below "%07(E+1)": a marker of epoch E or earlier (see ACQUIRE). */
+    int bn = snprintf(bound, sizeof bound, "%07" PRIu64, epoch + 1);
+#define FL__TAKE()                                                                            \
+    fl__etcd_list(fl__etcd_op_put(k->lock, k->lock_len, lv, (size_t)lvn, lease, false),         \
+                  fl__etcd_op_put(k->last, k->last_len, mv, (size_t)mvn, 0, true), FL__ETCD_END)
+    json_t *inner = fl__etcd_txn(
+        fl__etcd_list(fl__etcd_cmp_rev(k->lock, k->lock_len, "CREATE", "EQUAL", 0),
+                      fl__etcd_cmp_value(k->epoch, k->epoch_len, "EQUAL", ev, (size_t)evn),
+                      fl__etcd_cmp_value(k->last, k->last_len, "LESS", bound, (size_t)bn),
+                      FL__ETCD_END),
+        FL__TAKE(),
+        fl__etcd_list(fl__etcd_op_range(k->lock, k->lock_len),
+                      fl__etcd_op_range(k->epoch, k->epoch_len),
+                      fl__etcd_op_range(k->last, k->last_len), FL__ETCD_END));
     json_t *req = fl__etcd_txn(
         fl__etcd_list(fl__etcd_cmp_rev(k->lock, k->lock_len, "CREATE", "EQUAL", 0),
-                      fl__etcd_cmp_value(k->epoch, k->epoch_len, "EQUAL", ev, (size_t)evn), FL__ETCD_END),
-        fl__etcd_list(fl__etcd_op_put(k->lock, k->lock_len, lv, (size_t)lvn, lease, false),
-                      fl__etcd_op_put(k->last, k->last_len, mv, (size_t)mvn, 0, true), FL__ETCD_END),
-        fl__etcd_list(fl__etcd_op_range(k->lock, k->lock_len),
-                      fl__etcd_op_range(k->epoch, k->epoch_len), FL__ETCD_END));
+                      fl__etcd_cmp_value(k->epoch, k->epoch_len, "EQUAL", ev, (size_t)evn),
+                      fl__etcd_cmp_rev(k->last, k->last_len, "CREATE", "EQUAL", 0),
+                      FL__ETCD_END),
+        FL__TAKE(), fl__etcd_list(fl__etcd_op_txn(inner), FL__ETCD_END));
+#undef FL__TAKE
     struct fl__etcd_reply rp;
     int err = fl__etcd_post(&e->c, "/v3/kv/txn", "acquire txn", req,
                             FL__ETCD_REPEATABLE | FL__ETCD_GUARD, &rp);
@@ -494,56 +539,26 @@ static int fl__acquire_txn(struct fl__etcd *e, const struct fl__keys *k, uint64_
     t->revision = rp.revision;
     bool ok = false;
     err = fl__etcd_txn_result(&rp, rp.body, &ok);
-    if (err)
-        goto out;
-    if (ok) {
-        json_t *put = NULL, *prev = NULL;
-        err = fl__etcd_txn_resp(&rp, rp.body, 1, "response_put", &put);
-        if (!err)
-            err = fl__etcd_obj(&rp, put, "prev_kv", &prev);
-        uint64_t prev_token = 0;
-        struct fl__etcd_kv mark = {0};
-        if (!err && prev) {
-            err = fl__etcd_kv_parse(&rp, prev, FL__ETCD_MARK_MAX, &mark);
-            char state = 0;
-            if (!err)
-                err = fl__etcd_mark_parse(&rp, &mark, &state, &prev_token);
-            if (!err && state == 'H')
-                t->flags = FL_LEASE_EXPIRED; /* the previous holding ended unreleased */
-            else if (!err && state == 'D')
-                t->flags = FL_LEASE_OWNER_DIED; /* its handle was closed holding it */
-        }
-        uint64_t token = epoch << FL__ETCD_EPOCH_SHIFT | rp.revision;
-        if (!err && prev_token >= token) {
-            /* The key issued a greater token before: the epoch was set back
-             * (etcdctl put PREFIX/epoch, a smaller value).  Undo this holding
-             * (the marker back as it was) and hand out nothing (I1). */
-            fl__undo_acquire(e, k, rp.revision, lease, &mark);
-            err = fl__fail(-ENOTRECOVERABLE,
-                           "etcd %s: key \"%.*s\" issued token %" PRIu64 " before, and epoch %"
-                           PRIu64 " would number it %" PRIu64 " now: the epoch was set back; no "
-                           "token is handed out until `fencelock etcd-epoch --region URI "
-                           "--bump` (it sets an epoch above every token the prefix holds)",
-                           rp.endpoint, (int)(k->last_len - (e->c.uri.prefix_len + 6)),
-                           k->last + e->c.uri.prefix_len + 6, prev_token, epoch, token);
-        }
-        fl__etcd_kv_free(&mark);
-        if (err)
-            goto out;
-        if (rp.revision >= FL__ETCD_REV_LIMIT) {
-            err = fl__fail(-EOVERFLOW, "etcd %s: revision %" PRIu64 " does not fit a token "
-                                       "(2^40 or more): bump the epoch",
-                           rp.endpoint, rp.revision);
-            goto out;
-        }
-        t->won = true;
-        t->token = token;
+    if (!err && ok) { /* the key's first holding */
+        err = fl__acquire_won(&rp, rp.body, epoch, t);
         goto out;
     }
-    json_t *lock_range = NULL, *epoch_range = NULL;
-    err = fl__etcd_txn_resp(&rp, rp.body, 0, "response_range", &lock_range);
+    json_t *sub = NULL;
     if (!err)
-        err = fl__etcd_txn_resp(&rp, rp.body, 1, "response_range", &epoch_range);
+        err = fl__etcd_txn_resp(&rp, rp.body, 0, "response_txn", &sub);
+    if (!err)
+        err = fl__etcd_txn_result(&rp, sub, &ok);
+    if (!err && ok) {
+        err = fl__acquire_won(&rp, sub, epoch, t);
+        goto out;
+    }
+    json_t *lock_range = NULL, *epoch_range = NULL, *last_range = NULL;
+    if (!err)
+        err = fl__etcd_txn_resp(&rp, sub, 0, "response_range", &lock_range);
+    if (!err)
+        err = fl__etcd_txn_resp(&rp, sub, 1, "response_range", &epoch_range);
+    if (!err)
+        err = fl__etcd_txn_resp(&rp, sub, 2, "response_range", &last_range);
     if (err)
         goto out;
     struct fl__etcd_kv kv;
@@ -554,10 +569,10 @@ static int fl__acquire_txn(struct fl__etcd *e, const struct fl__keys *k, uint64_
     }
     if (found == 0) {
         err = fl__fail(-ENOTRECOVERABLE,
-                       "etcd %s: the epoch key %.*s is gone (the prefix was deleted?): no "
-                       "token can be numbered safely; `fencelock etcd-epoch --region URI "
-                       "--bump --at-least %" PRIu64 "` restores it",
-                       rp.endpoint, (int)k->epoch_len, k->epoch, epoch + 1);
+                       "etcd %s: the epoch key %.*s is gone (deleted?): no token can be "
+                       "numbered safely; `fencelock etcd-epoch --region URI --bump` sets one "
+                       "above every token the prefix holds",
+                       rp.endpoint, (int)k->epoch_len, k->epoch);
         goto out;
     }
     uint64_t now_epoch = 0;
@@ -578,7 +593,31 @@ static int fl__acquire_txn(struct fl__etcd *e, const struct fl__keys *k, uint64_
         err = fl__holder_token(&rp, &kv, &t->token);
         t->holder_lease = kv.lease;
         fl__etcd_kv_free(&kv);
-    } else if (!t->epoch_moved)
+        goto out;
+    }
+    if (t->epoch_moved)
+        goto out;
+    /* Free, under the epoch we numbered with: the marker names a later
+     * epoch.  The epoch was set back (etcdctl put PREFIX/epoch, a smaller
+     * value): no token of it may be handed out (I1). */
+    found = fl__etcd_range_first(&rp, last_range, FL__ETCD_MARK_MAX, &kv);
+    char state = 0;
+    uint64_t prev = 0;
+    if (found == 1) {
+        err = fl__etcd_mark_parse(&rp, &kv, &state, &prev);
+        fl__etcd_kv_free(&kv);
+    } else if (found < 0)
+        err = found;
+    if (!err && found == 1)
+        err = fl__fail(-ENOTRECOVERABLE,
+                       "etcd %s: key \"%.*s\" issued token %" PRIu64 " under epoch %" PRIu64
+                       ", and the prefix's epoch is %" PRIu64 " now: the epoch was set back; "
+                       "no token is handed out until `fencelock etcd-epoch --region URI "
+                       "--bump` (it sets an epoch above every token the prefix holds)",
+                       rp.endpoint, (int)(k->last_len - (e->c.uri.prefix_len + 6)),
+                       k->last + e->c.uri.prefix_len + 6, prev,
+                       (uint64_t)(prev >> FL__ETCD_EPOCH_SHIFT), epoch);
+    else if (!err)
         err = fl__fail(-EPROTO, "etcd %s acquire txn: failed, yet the key is free under the "
                                 "same epoch",
                        rp.endpoint);
@@ -912,8 +951,8 @@ static int fl__release_as(struct fl__etcd *e, const char *key, uint64_t token, u
     struct fl__keys k;
     fl__keys_of(e, key, strlen(key), &k);
     char mv[FL__ETCD_MARK_MAX], hv[FL__ETCD_MARK_MAX];
-    int mvn = snprintf(mv, sizeof mv, "%c %020" PRIu64, state, token);
-    int hvn = snprintf(hv, sizeof hv, "H %" PRIu64, fl__epoch_of(token));
+    int mvn = fl__mark_value(mv, sizeof mv, fl__epoch_of(token), state, token);
+    int hvn = fl__mark_value(hv, sizeof hv, fl__epoch_of(token), 'H', 0);
     uint64_t r = fl__rev(token);
     json_t *inner = fl__etcd_txn(
         fl__etcd_list(fl__etcd_cmp_rev(k.lock, k.lock_len, "CREATE", "EQUAL", 0),

@@ -355,20 +355,25 @@ static void test_values(void **state)
 
     struct fl__etcd_kv kv = {.key = (unsigned char *)"p/last/k", .key_len = 8, .mod_revision = 5};
     char st;
-    static const char *const marks_bad[] = {"", "H", "H ", "X 1", "H 0", "H 99999999",
-                                            "R 1", "R 0000000000000000000x", "H1"};
+    static const char *const marks_bad[] = {
+        "", "H", "H 3", "0000003", "0000003 ", "0000003 X", "0000000 H", "9999999 H",
+        "0000003 HH", "000003 H", "00000a3 H", "0000001 R 1",
+        "0000001 R 0000000000000000000x", "0000001 R 00000001099511627777x",
+        "0000002 R 00000001099511627777", /* the token of another epoch */
+        "0000001 R 00000000000000000000", "R 00000001099511627777"};
     for (size_t i = 0; i < sizeof marks_bad / sizeof marks_bad[0]; i++) {
         kv.value = (unsigned char *)marks_bad[i];
         kv.value_len = strlen(marks_bad[i]);
-        assert_int_equal(fl__etcd_mark_parse(&rp, &kv, &st, &t), -EPROTO);
+        if (fl__etcd_mark_parse(&rp, &kv, &st, &t) != -EPROTO)
+            fail_msg("marker '%s' parsed", marks_bad[i]);
     }
-    kv.value = (unsigned char *)"H 3";
-    kv.value_len = 3;
+    kv.value = (unsigned char *)"0000003 H";
+    kv.value_len = 9;
     assert_int_equal(fl__etcd_mark_parse(&rp, &kv, &st, &t), 0);
     assert_int_equal(st, 'H');
     assert_int_equal(t, (3ull << 40) | 5);
-    kv.value = (unsigned char *)"D 00000001099511627777";
-    kv.value_len = 22;
+    kv.value = (unsigned char *)"0000001 D 00000001099511627777";
+    kv.value_len = 30;
     assert_int_equal(fl__etcd_mark_parse(&rp, &kv, &st, &t), 0);
     assert_int_equal(st, 'D');
     assert_int_equal(t, 1099511627777ull);

@@ -274,7 +274,7 @@ static void test_garbage(void **state)
     unsetenv("FENCELOCK_ETCD_TIMEOUT_MS");
 }
 
-/* A fake whose marker reads say "H 1" at revision 5, and whose commit Txn
+/* A fake whose marker reads say "0000001 H" at revision 5, and whose commit Txn
  * never answers. */
 static int fake_commit(void *arg, const char *path, const char *body, char *out, size_t cap)
 {
@@ -282,7 +282,7 @@ static int fake_commit(void *arg, const char *path, const char *body, char *out,
     if (strcmp(path, "/v3/kv/txn") == 0)
         return -1;
     if (strcmp(path, "/v3/kv/range") == 0 && strstr(body, "cC9sYXN0L2s=")) /* p/last/k */
-        snprintf(out, cap, "{%s,\"kvs\":[{\"key\":\"cC9sYXN0L2s=\",\"value\":\"SCAx\","
+        snprintf(out, cap, "{%s,\"kvs\":[{\"key\":\"cC9sYXN0L2s=\",\"value\":\"MDAwMDAwMSBI\","
                            "\"create_revision\":\"5\",\"mod_revision\":\"5\"}]}", HDR);
     else
         snprintf(out, cap, "{%s,\"kvs\":[{\"key\":\"cC9lcG9jaA==\",\"value\":\"MQ==\","

@@ -46,6 +46,12 @@ static void tool_bump(const char *uri, char *out, size_t cap)
         fail_msg("fencelock etcd-epoch --bump: status %d: %s", st, out);
 }
 
+struct relay;
+static int relay_start(struct relay *rl, const ec_cluster *c, bool keepalive);
+static void relay_lose_txn_once(struct relay *rl);
+static void relay_stop(struct relay *rl);
+static struct relay *relay_new(void);
+
 /* 1.  I1 I13 */
 static void test_epoch_deleted(void **state)
 {
@@ -102,6 +108,28 @@ static void test_epoch_deleted(void **state)
         fail_msg("acquire under an epoch set back: %s (token %" PRIu64 ", was %" PRIu64 "): %s",
                  fl_err_name(rc), rc == 0 ? x.token : 0, b.token, fl_last_error());
     assert_non_null(strstr(fl_last_error(), "set back"));
+    fl_close(r);
+    /* The same with the acquire's answer lost on the way, through a relay
+     * first in the list and through it alone: the check is in etcd's Txn,
+     * not in the answer. */
+    struct relay *rl = relay_new();
+    int rport = relay_start(rl, &c, false);
+    char two[256], one[256];
+    snprintf(two, sizeof two, "etcd://127.0.0.1:%d,127.0.0.1:%d/gone", rport, c.m[0].client_port);
+    snprintf(one, sizeof one, "etcd://127.0.0.1:%d/gone", rport);
+    const char *const lossy[] = {two, one};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(fl_open(lossy[i], &r), 0);
+        relay_lose_txn_once(rl);
+        rc = fl_acquire(r, "k", S(30), 0, &x);
+        if (rc == 0 || (rc != -ENOTRECOVERABLE && rc != -EAGAIN))
+            fail_msg("acquire under an epoch set back, its answer lost (%s): %s (token %" PRIu64
+                     "): %s",
+                     lossy[i], fl_err_name(rc), rc == 0 ? x.token : 0, fl_last_error());
+        fl_close(r);
+    }
+    relay_stop(rl);
+    assert_int_equal(fl_open(uri, &r), 0);
     /* The marker is as it was: the key's newest token is still b's. */
     assert_int_equal(ec_etcdctl(&c, 0, out, sizeof out, "get", "--print-value-only", "gone/last/k",
                                 NULL), 0);
@@ -128,6 +156,7 @@ enum lose {
     HOLD_COMMIT,     /* the next commit: kept, unanswered, until the test sends it on */
     FAIL_KEEPALIVE,  /* lease keepalives: a streaming error, as etcd's no leader */
     HOLD_REVOKE,     /* lease revokes: never answered */
+    LOSE_TXN_ONCE,   /* the next Txn: sent on, the connection closed without its answer */
     HOLD_TXN_AUTH,   /* the next Txn: sent on, its answer held; then authentications:
                         never answered (a timeout, then a re-login that fails) */
 };
@@ -186,6 +215,14 @@ static int relay(void *arg, const char *path, const char *body, char *out, size_
             return -1;
         }
         break;
+    case LOSE_TXN_ONCE:
+        if (txn && !atomic_load(&rl->holding)) {
+            atomic_store(&rl->holding, true);
+            atomic_fetch_add(&rl->hits, 1);
+            ec_relay(rl->member_port, path, body, out, cap);
+            return 0;
+        }
+        break;
     case HOLD_TXN_AUTH:
         if (txn && !atomic_load(&rl->holding)) {
             atomic_store(&rl->holding, true);
@@ -201,6 +238,25 @@ static int relay(void *arg, const char *path, const char *body, char *out, size_
     }
     int st = ec_relay(rl->member_port, path, body, out, cap);
     return st;
+}
+
+static struct relay *relay_new(void)
+{
+    struct relay *rl = calloc(1, sizeof *rl);
+    assert_non_null(rl);
+    return rl;
+}
+
+static void relay_lose_txn_once(struct relay *rl)
+{
+    atomic_store(&rl->holding, false);
+    atomic_store(&rl->lose, LOSE_TXN_ONCE);
+}
+
+static void relay_stop(struct relay *rl)
+{
+    ec_fake_stop(rl->fake);
+    free(rl);
 }
 
 /* A relay fake in front of member 0: its port. */
