@@ -991,7 +991,7 @@ static int fl__release_as(struct fl__etcd *e, const char *key, uint64_t token, u
     /* Refused.  After an attempt whose answer was lost (in this call, or in
      * an earlier fl_release of this holding), a marker that says this very
      * release is the lost attempt's work: the holding ended by its release
-     * and nobody acquired the key since (an acquire writes "H E"). */
+     * and nobody acquired the key since (an acquire writes "E H"). */
     struct fl__etcd_kv kv;
     int found = fl__etcd_range_first(&rp, last_range, FL__ETCD_MARK_MAX, &kv);
     bool mine = found == 1 && (rp.ambiguous || retry) && kv.value_len == (size_t)mvn &&
