@@ -343,6 +343,11 @@ size_t fl__etcd_key(const struct fl__etcd_client *c, const char *kind, const voi
 int fl__etcd_range_prefix(struct fl__etcd_client *c, const char *kind, size_t value_max,
                           uint32_t max, struct fl__etcd_kv **kvs, uint32_t *n,
                           uint64_t *revision);
+/* The same, one page: the kvs after key `after` (NULL: from the start), and
+ * *more whether etcd has more past them. */
+int fl__etcd_range_page(struct fl__etcd_client *c, const char *kind, const void *after,
+                        size_t after_len, size_t value_max, uint32_t max,
+                        struct fl__etcd_kv **kvs, uint32_t *n, bool *more, uint64_t *revision);
 void fl__etcd_kvs_free(struct fl__etcd_kv *kvs, uint32_t n);
 
 /* ---- the watch stream (watch.c) ---- */

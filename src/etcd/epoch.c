@@ -295,53 +295,30 @@ bad:
 static int fl__epoch_floor(struct fl__etcd_client *c, uint64_t *max)
 {
     *max = 0;
+    struct fl__etcd_reply ctx = {.op = "range (epoch floor)"};
+    snprintf(ctx.endpoint, sizeof ctx.endpoint, "%s", c->uri.prefix); /* for messages */
     for (size_t k = 0; k < FL__ISSUED_KINDS; k++) {
-        char base[FL__ETCD_KEY_MAX], from[FL__ETCD_KEY_MAX + 1], to[FL__ETCD_KEY_MAX];
-        size_t blen, flen;
-        fl__kind_range(c, fl__issued_kinds[k], base, &blen, to);
-        memcpy(from, base, blen);
-        flen = blen;
-        for (;;) {
-            json_t *req = json_pack("{s:o, s:o, s:o}", "key", fl__etcd_b64(from, flen),
-                                    "range_end", fl__etcd_b64(to, blen), "limit",
-                                    fl__etcd_num(32));
-            struct fl__etcd_reply rp;
-            int err = fl__etcd_post_nocheck(c, "/v3/kv/range", "range (epoch floor)", req,
-                                            FL__ETCD_IDEMPOTENT, &rp);
-            json_decref(req);
-            if (err == -EREMOTEIO)
-                err = fl__etcd_refusal(&rp);
-            json_t *arr = NULL;
-            if (!err)
-                err = fl__etcd_arr(&rp, rp.body, "kvs", &arr);
-            bool more = false;
-            if (!err)
-                err = fl__etcd_bool(&rp, rp.body, "more", &more);
-            size_t n = arr ? json_array_size(arr) : 0;
-            for (size_t i = 0; !err && i < n; i++) {
-                struct fl__etcd_kv kv;
-                err = fl__etcd_kv_parse(&rp, json_array_get(arr, i), 1u << 20, &kv);
+        unsigned char last[FL__ETCD_KEY_MAX];
+        size_t last_len = 0;
+        for (bool more = true; more;) {
+            struct fl__etcd_kv *kvs = NULL;
+            uint32_t n = 0;
+            int err = fl__etcd_range_page(c, fl__issued_kinds[k], last_len ? last : NULL,
+                                          last_len, 1u << 20, 32, &kvs, &n, &more, NULL);
+            for (uint32_t i = 0; !err && i < n; i++) {
                 uint64_t e = 0;
-                if (!err && (kv.key_len <= blen || kv.key_len >= FL__ETCD_KEY_MAX ||
-                             memcmp(kv.key, base, blen) != 0))
-                    err = fl__etcd_fail(-EPROTO, "etcd %s: range (epoch floor): a key outside "
-                                                 "the range asked for",
-                                        rp.endpoint);
-                if (!err)
-                    err = fl__value_epoch(&rp, fl__issued_kinds[k], &kv, &e);
+                err = fl__value_epoch(&ctx, fl__issued_kinds[k], &kvs[i], &e);
                 if (!err && e > *max)
                     *max = e;
-                if (!err && i + 1 == n) { /* the next page starts after this key */
-                    memcpy(from, kv.key, kv.key_len);
-                    from[kv.key_len] = '\0';
-                    flen = kv.key_len + 1;
-                }
-                fl__etcd_kv_free(&kv);
             }
-            fl__etcd_reply_free(&rp);
+            if (!err && n) { /* the next page starts after the last key */
+                last_len = kvs[n - 1].key_len < sizeof last ? kvs[n - 1].key_len : sizeof last;
+                memcpy(last, kvs[n - 1].key, last_len);
+            }
+            fl__etcd_kvs_free(kvs, n);
             if (err)
                 return err;
-            if (!more || n == 0)
+            if (n == 0)
                 break;
         }
     }

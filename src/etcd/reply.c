@@ -446,13 +446,31 @@ int fl__etcd_range_prefix(struct fl__etcd_client *c, const char *kind, size_t va
                           uint32_t max, struct fl__etcd_kv **kvs, uint32_t *n,
                           uint64_t *revision)
 {
+    return fl__etcd_range_page(c, kind, NULL, 0, value_max, max, kvs, n, NULL, revision);
+}
+
+int fl__etcd_range_page(struct fl__etcd_client *c, const char *kind, const void *after,
+                        size_t after_len, size_t value_max, uint32_t max,
+                        struct fl__etcd_kv **kvs, uint32_t *n, bool *more, uint64_t *revision)
+{
     *kvs = NULL;
     *n = 0;
-    char key[FL__ETCD_KEY_MAX], end[FL__ETCD_KEY_MAX];
+    if (more)
+        *more = false;
+    char key[FL__ETCD_KEY_MAX], end[FL__ETCD_KEY_MAX], start[FL__ETCD_KEY_MAX + 1];
     size_t klen = fl__etcd_key(c, kind, "", 0, key); /* PREFIX/kind/ */
     memcpy(end, key, klen);
     end[klen - 1]++; /* '/' + 1 = '0': the end of the range */
-    json_t *req = json_pack("{s:o, s:o, s:o, s:b}", "key", fl__etcd_b64(key, klen),
+    size_t slen = klen;
+    memcpy(start, key, klen);
+    if (after && after_len > FL__ETCD_KEY_MAX) /* never from an answer (kv_parse) */
+        return fl__etcd_fail(-EINVAL, "etcd range: a page after a key too long");
+    if (after) { /* the key just after `after` */
+        memcpy(start, after, after_len);
+        start[after_len] = '\0';
+        slen = after_len + 1;
+    }
+    json_t *req = json_pack("{s:o, s:o, s:o, s:b}", "key", fl__etcd_b64(start, slen),
                             "range_end", fl__etcd_b64(end, klen), "limit", fl__etcd_num(max),
                             "keys_only", value_max == 0);
     struct fl__etcd_reply rp;
@@ -461,6 +479,8 @@ int fl__etcd_range_prefix(struct fl__etcd_client *c, const char *kind, size_t va
     json_decref(req);
     if (err == -EREMOTEIO)
         err = fl__etcd_refusal(&rp);
+    if (!err && more)
+        err = fl__etcd_bool(&rp, rp.body, "more", more);
     json_t *arr = NULL;
     if (!err)
         err = fl__etcd_arr(&rp, rp.body, "kvs", &arr);
