@@ -600,7 +600,11 @@ typedef struct fl_keepalive fl_keepalive; /* opaque: one lease kept renewed */
 
 /* Called on the keepalive thread when a kept lease is lost; err is -ESTALE
  * (ownership lost) or another error of fl_renew().  Keep it short: it delays
- * the renewal of the other leases. */
+ * the renewal of the other leases.  It runs outside the library's locks and
+ * may call any function of this header: fl_release() of other leases,
+ * fl_keepalive_stop() of any keepalive (its own included: k is freed after
+ * the callback returns), fl_close() of the handle (the keepalive thread then
+ * ends itself; do not touch the handle afterwards). */
 typedef void (*fl_lost_fn)(void *arg, const fl_lease *lease, int err);
 
 /* Keep lease renewed, each renewal extending it to now + lease_ns, from a
@@ -628,7 +632,9 @@ FL_API int fl_keepalive_status(const fl_keepalive *k, fl_lease *lease);
 /* Stop renewing and free k (its fd is closed).  lease, if not NULL, receives
  * the lease with its latest deadline, for fl_release().  Returns 0, or the
  * error that had lost the lease (-ESTALE); -EINVAL for NULL.  May block for an
- * RCU grace period (microseconds); never call it from on_lost. */
+ * RCU grace period (microseconds), and while k's on_lost runs on the
+ * keepalive thread (stop returns after it; called from on_lost it does not
+ * wait). */
 FL_API int fl_keepalive_stop(fl_keepalive *k, fl_lease *lease);
 
 /* ---- Errors and paths ---------------------------------------------------- */

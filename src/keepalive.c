@@ -15,6 +15,17 @@
  * (an eventfd that becomes readable: poll/epoll loops), the on_lost callback
  * (called on the keeper thread), and fl_keepalive_status().
  *
+ * on_lost runs outside the read section: the walk only claims the loss and
+ * pins the entry (reporting, under the lock); the callbacks run after
+ * urcu_memb_read_unlock().  A callback may therefore call anything a thread
+ * of the program may, fl_keepalive_stop() of any keepalive (its own
+ * included) and fl_close() too: inside a read section, the grace period that
+ * stop waits for would wait for the keeper itself, and every lease of the
+ * process would stop being renewed (issue 26).  A pinned entry is freed by
+ * whoever unpins it last: stop from another thread waits for the report to
+ * end; stop from the callback (the keeper's own thread) leaves the entry to
+ * the keeper, which frees it once the callback returns.
+ *
  * A process stopped past its lease (SIGSTOP, the case fencing exists for)
  * stops its keeper too: when it resumes, the keeper's renewal fails with
  * -ESTALE and the loss is reported, never hidden.
@@ -44,14 +55,25 @@ struct fl_keepalive {
     int efd;
     fl_lost_fn on_lost;
     void *arg;
+    /* Under keeper->lock.  reporting: the keeper will call (or is calling)
+     * on_lost, outside its read section, so k must stay.  detached: stopped;
+     * no callback starts after this.  keeper_frees: stopped from the keeper's
+     * own thread while pinned: the keeper frees k when the report ends. */
+    bool reporting, detached, keeper_frees;
+    struct fl_keepalive *report_next; /* the keeper's list of losses to report */
 };
 
 struct fl__keeper {
     pthread_t thread;
     pthread_mutex_t lock; /* serializes writers of the list; the keeper never takes it to read */
     pthread_cond_t wake;  /* a lease was added, or stop */
+    pthread_cond_t reported; /* a report ended (an entry was unpinned) */
     struct cds_list_head leases;
     bool stop;
+    /* fl_close() was called on the keeper's own thread (from on_lost): the
+     * thread is detached and frees this keeper itself once the callback
+     * returns, never touching the region again. */
+    bool orphaned;
     uint64_t generation; /* bumped on every add, under lock */
 };
 
@@ -63,7 +85,11 @@ static uint64_t fl__renew_at(const struct fl_keepalive *k)
     return d > margin ? d - margin : 0;
 }
 
-static void fl__report_loss(struct fl_keepalive *k, int err)
+/* Claims k's loss (once) and pins k for the report, which happens after
+ * the read section.  Called inside it, where k cannot be freed; the lock is
+ * never held across a grace period, so taking it here cannot deadlock. */
+static void fl__claim_loss(struct fl__keeper *kp, struct fl_keepalive *k, int err,
+                           struct fl_keepalive **pending)
 {
     int expected = 0;
     /* relaxed: the eventfd write and the callback are the synchronization the
@@ -71,20 +97,70 @@ static void fl__report_loss(struct fl_keepalive *k, int err)
     if (!atomic_compare_exchange_strong_explicit(&k->lost, &expected, err, memory_order_relaxed,
                                                  memory_order_relaxed))
         return;
-    /* The callback first: an application woken by the fd may then rely on
-     * whatever the callback recorded. */
-    if (k->on_lost) {
-        fl_lease l = {.token = k->token,
-                      .deadline_ns = atomic_load_explicit(&k->deadline_ns, memory_order_relaxed),
-                      .slot = k->slot,
-                      .flags = k->flags,
-                      .handle = atomic_load_explicit(&k->handle, memory_order_relaxed),
-                      .region = k->r->key_cookie};
-        k->on_lost(k->arg, &l, err);
+    pthread_mutex_lock(&kp->lock);
+    if (!k->detached) { /* a stopped entry's loss is its stop's return value */
+        k->reporting = true;
+        k->report_next = *pending;
+        *pending = k;
     }
-    uint64_t one = 1;
-    if (write(k->efd, &one, sizeof one) != sizeof one) { /* cannot fail on an eventfd */
+    pthread_mutex_unlock(&kp->lock);
+}
+
+static void fl__keepalive_free(struct fl_keepalive *k)
+{
+    close(k->efd);
+    free(k);
+}
+
+/* Reports the claimed losses, outside the read section, and unpins them. */
+static void fl__report_losses(struct fl__keeper *kp, struct fl_keepalive *pending)
+{
+    while (pending) {
+        struct fl_keepalive *k = pending;
+        pending = k->report_next;
+        pthread_mutex_lock(&kp->lock);
+        bool skip = k->detached || kp->orphaned;
+        pthread_mutex_unlock(&kp->lock);
+        if (!skip) {
+            /* The callback first: an application woken by the fd may then
+             * rely on whatever the callback recorded. */
+            if (k->on_lost) {
+                fl_lease l = {.token = k->token,
+                              .deadline_ns = atomic_load_explicit(&k->deadline_ns,
+                                                                  memory_order_relaxed),
+                              .slot = k->slot,
+                              .flags = k->flags,
+                              .handle = atomic_load_explicit(&k->handle, memory_order_relaxed),
+                              .region = k->r->key_cookie};
+                k->on_lost(k->arg, &l, atomic_load_explicit(&k->lost, memory_order_relaxed));
+            }
+            uint64_t one = 1;
+            if (write(k->efd, &one, sizeof one) != sizeof one) { /* cannot fail on an eventfd */
+            }
+        }
+        pthread_mutex_lock(&kp->lock);
+        k->reporting = false;
+        bool free_now = k->keeper_frees;
+        pthread_cond_broadcast(&kp->reported);
+        pthread_mutex_unlock(&kp->lock);
+        /* Stopped by its own (or another) callback: out of the list already,
+         * and this thread is the list's only reader, so no grace period. */
+        if (free_now)
+            fl__keepalive_free(k);
     }
+}
+
+static void fl__keeper_free(struct fl__keeper *kp)
+{
+    struct fl_keepalive *k, *tmp;
+    /* Leases still kept are the caller's leak to fix; free them anyway. */
+    cds_list_for_each_entry_safe(k, tmp, &kp->leases, node) {
+        fl__keepalive_free(k);
+    }
+    pthread_cond_destroy(&kp->reported);
+    pthread_cond_destroy(&kp->wake);
+    pthread_mutex_destroy(&kp->lock);
+    free(kp);
 }
 
 static void *fl__keeper_main(void *arg)
@@ -97,6 +173,7 @@ static void *fl__keeper_main(void *arg)
         uint64_t seen = kp->generation;
         pthread_mutex_unlock(&kp->lock);
         uint64_t now = fl__now(r), next = now + FL__NS_PER_S; /* idle: look again in 1 s */
+        struct fl_keepalive *pending = NULL;
         urcu_memb_read_lock();
         struct fl_keepalive *k;
         cds_list_for_each_entry_rcu(k, &kp->leases, node) {
@@ -113,7 +190,7 @@ static void *fl__keeper_main(void *arg)
                               .region = r->key_cookie};
                 int err = fl_renew(r, &l, k->lease_ns);
                 if (err) {
-                    fl__report_loss(k, err);
+                    fl__claim_loss(kp, k, err, &pending);
                     continue;
                 }
                 atomic_store_explicit(&k->deadline_ns, l.deadline_ns, memory_order_relaxed);
@@ -124,17 +201,22 @@ static void *fl__keeper_main(void *arg)
                 next = due;
         }
         urcu_memb_read_unlock();
+        /* After a callback r may be closed (kp->orphaned): only kp from here. */
+        fl__report_losses(kp, pending);
         pthread_mutex_lock(&kp->lock);
-        if (kp->stop || kp->generation != seen)
-            continue; /* a lease was added while we walked: walk again */
+        if (kp->stop || kp->generation != seen || pending)
+            continue; /* a lease was added, or a callback ran, while we walked: walk again */
         struct timespec ts = {.tv_sec = (time_t)(next / FL__NS_PER_S),
                               .tv_nsec = (long)(next % FL__NS_PER_S)};
         /* The condvar runs on CLOCK_MONOTONIC (see fl__keeper_get), the
          * clock of lease deadlines. */
         pthread_cond_timedwait(&kp->wake, &kp->lock, &ts);
     }
+    bool orphaned = kp->orphaned;
     pthread_mutex_unlock(&kp->lock);
     urcu_memb_unregister_thread();
+    if (orphaned)
+        fl__keeper_free(kp);
     return NULL;
 }
 
@@ -154,12 +236,14 @@ static int fl__keeper_get(fl_region *r, struct fl__keeper **out)
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
         pthread_cond_init(&kp->wake, &ca);
         pthread_condattr_destroy(&ca);
+        pthread_cond_init(&kp->reported, NULL);
         pthread_mutex_init(&kp->lock, NULL);
         CDS_INIT_LIST_HEAD(&kp->leases);
         r->keeper = kp;
         int rc = pthread_create(&kp->thread, NULL, fl__keeper_main, r);
         if (rc) {
             r->keeper = NULL;
+            pthread_cond_destroy(&kp->reported);
             pthread_cond_destroy(&kp->wake);
             pthread_mutex_destroy(&kp->lock);
             free(kp);
@@ -246,12 +330,22 @@ int fl_keepalive_stop(fl_keepalive *k, fl_lease *lease)
     struct fl__keeper *kp = k->r->keeper;
     pthread_mutex_lock(&kp->lock);
     cds_list_del_rcu(&k->node);
+    k->detached = true;
+    if (k->reporting && pthread_equal(pthread_self(), kp->thread)) {
+        /* From a callback (k's own, or another's while k waits for its
+         * report): the keeper frees k once that report ends. */
+        k->keeper_frees = true;
+        pthread_mutex_unlock(&kp->lock);
+        return fl_keepalive_status(k, lease);
+    }
+    while (k->reporting) /* its callback runs now: stop returns after it */
+        pthread_cond_wait(&kp->reported, &kp->lock);
     pthread_mutex_unlock(&kp->lock);
-    /* After the grace period the keeper is no longer looking at k. */
+    /* After the grace period the keeper is no longer looking at k.  (On the
+     * keeper's own thread this is outside its read section, as it must be.) */
     urcu_memb_synchronize_rcu();
     int err = fl_keepalive_status(k, lease);
-    close(k->efd);
-    free(k);
+    fl__keepalive_free(k);
     return err;
 }
 
@@ -260,19 +354,19 @@ void fl__keepalive_shutdown(fl_region *r)
     struct fl__keeper *kp = r->keeper;
     if (!kp)
         return;
+    r->keeper = NULL;
     pthread_mutex_lock(&kp->lock);
     kp->stop = true;
+    if (pthread_equal(pthread_self(), kp->thread)) {
+        /* fl_close() from on_lost: a thread cannot join itself.  It finishes
+         * the callback, sees orphaned, and frees the keeper on its way out. */
+        kp->orphaned = true;
+        pthread_mutex_unlock(&kp->lock);
+        pthread_detach(kp->thread);
+        return;
+    }
     pthread_cond_signal(&kp->wake);
     pthread_mutex_unlock(&kp->lock);
     pthread_join(kp->thread, NULL);
-    /* Leases still kept are the caller's leak to fix; free them anyway. */
-    struct fl_keepalive *k, *tmp;
-    cds_list_for_each_entry_safe(k, tmp, &kp->leases, node) {
-        close(k->efd);
-        free(k);
-    }
-    pthread_cond_destroy(&kp->wake);
-    pthread_mutex_destroy(&kp->lock);
-    free(kp);
-    r->keeper = NULL;
+    fl__keeper_free(kp);
 }

@@ -145,6 +145,175 @@ static void test_loss_reported_after_pause(void **state)
     assert_int_equal(st, 0);
 }
 
+/* What the callback of the lost lease did, for the child to send. */
+struct cb_ctx {
+    fl_region *r;
+    fl_keepalive *lost_k, *other_k;
+    fl_lease other;
+    int stop_other, release_other, stop_self;
+    int done_fd;
+};
+
+/* Issue 26: on_lost stops another keepalive and releases its lease, then
+ * stops its own.  Inside the keeper's RCU read section the first stop waited
+ * for a grace period that waited for the keeper: every renewal stopped. */
+static void on_lost_releasing(void *arg, const fl_lease *lease, int err)
+{
+    (void)lease;
+    (void)err;
+    struct cb_ctx *c = arg;
+    c->stop_other = fl_keepalive_stop(c->other_k, &c->other);
+    c->release_other = fl_release(c->r, &c->other);
+    c->stop_self = fl_keepalive_stop(c->lost_k, NULL);
+    if (write(c->done_fd, "x", 1) != 1)
+        abort();
+}
+
+static int wait_readable(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, ms);
+}
+
+static int callback_child(void *arg, int in, int out)
+{
+    (void)arg;
+    (void)in;
+    int done[2];
+    fl_region *r;
+    if (pipe(done) != 0 || fl_open(region, &r) != 0)
+        return 1;
+    struct cb_ctx c = {.r = r, .done_fd = done[1]};
+    fl_lease lost, still;
+    fl_keepalive *still_k;
+    if (fl_acquire(r, "cb-lost", 300 * TH_MS, 0, &lost) != 0 ||
+        fl_acquire(r, "cb-other", 10 * TH_S, 0, &c.other) != 0 ||
+        fl_acquire(r, "cb-still", 3 * TH_S, 0, &still) != 0)
+        return 2;
+    /* other and still: long enough to outlive the pause; lost: not */
+    if (fl_keepalive_start(r, &c.other, 10 * TH_S, NULL, NULL, &c.other_k) != 0 ||
+        fl_keepalive_start(r, &still, 3 * TH_S, NULL, NULL, &still_k) != 0 ||
+        fl_keepalive_start(r, &lost, 300 * TH_MS, on_lost_releasing, &c, &c.lost_k) != 0)
+        return 3;
+    char line[160];
+    snprintf(line, sizeof line, "holding %llu", (unsigned long long)lost.token);
+    th_send(out, line);
+    if (wait_readable(done[0], 30000) != 1)
+        return 4; /* the callback never finished: the keeper is wedged */
+    /* The keeper goes on renewing the lease it still keeps. */
+    int renewed = 0;
+    for (uint64_t end = th_now_ns() + 20 * TH_S; !renewed && th_now_ns() < end;) {
+        fl_lease now;
+        if (fl_keepalive_status(still_k, &now) != 0)
+            break;
+        renewed = now.deadline_ns > still.deadline_ns;
+        sleep_ms(20);
+    }
+    snprintf(line, sizeof line, "stop_other %s release_other %s stop_self %s renewed %d",
+             fl_err_name(c.stop_other), fl_err_name(c.release_other), fl_err_name(c.stop_self),
+             renewed);
+    th_send(out, line);
+    fl_lease last;
+    if (fl_keepalive_stop(still_k, &last) != 0 || fl_release(r, &last) != 0)
+        return 5;
+    fl_close(r);
+    return 0;
+}
+
+/* Stops the child past its 300 ms lease and takes "cb-lost" over. */
+static void take_over_paused(th_child *c, const char *key, fl_region *r, fl_lease *l)
+{
+    char line[160];
+    assert_int_equal(th_recv(c->from_child, line, sizeof line, 10000), 0);
+    unsigned long long old = 0;
+    assert_int_equal(sscanf(line, "holding %llu", &old), 1);
+    kill(c->pid, SIGSTOP);
+    assert_true(th_wait_stopped(c->pid, 5000));
+    assert_int_equal(fl_acquire(r, key, 10 * TH_S, 10 * (int64_t)TH_S, l), 0);
+    assert_true(l->token > old);
+    kill(c->pid, SIGCONT);
+}
+
+/* I4: a callback that releases another lease neither wedges the keeper nor
+ * hides a loss; the released key is free at once. */
+static void test_callback_releases_other(void **state)
+{
+    (void)state;
+    fl_region *r;
+    assert_int_equal(fl_open(region, &r), 0);
+    th_child c;
+    assert_int_equal(th_child_start(&c, callback_child, NULL), 0);
+    fl_lease l;
+    take_over_paused(&c, "cb-lost", r, &l);
+    char line[160];
+    assert_int_equal(th_recv(c.from_child, line, sizeof line, 60000), 0);
+    assert_string_equal(line, "stop_other OK release_other OK stop_self ESTALE renewed 1");
+    fl_lease other;
+    assert_int_equal(fl_acquire(r, "cb-other", TH_S, 0, &other), 0);
+    assert_int_equal(fl_release(r, &other), 0);
+    assert_int_equal(th_child_wait(&c, 30000), 0);
+    assert_int_equal(fl_release(r, &l), 0);
+    fl_close(r);
+}
+
+struct close_ctx {
+    fl_region *r;
+    int done_fd;
+};
+
+static void on_lost_closing(void *arg, const fl_lease *lease, int err)
+{
+    (void)lease;
+    (void)err;
+    struct close_ctx *c = arg;
+    fl_close(c->r); /* its keepalive still kept: freed with the keeper */
+    if (write(c->done_fd, "x", 1) != 1)
+        abort();
+}
+
+static int closing_child(void *arg, int in, int out)
+{
+    (void)arg;
+    (void)in;
+    int done[2];
+    fl_region *r;
+    if (pipe(done) != 0 || fl_open(region, &r) != 0)
+        return 1;
+    struct close_ctx c = {.r = r, .done_fd = done[1]};
+    fl_lease l;
+    fl_keepalive *k;
+    if (fl_acquire(r, "cb-close", 300 * TH_MS, 0, &l) != 0 ||
+        fl_keepalive_start(r, &l, 300 * TH_MS, on_lost_closing, &c, &k) != 0)
+        return 2;
+    char line[64];
+    snprintf(line, sizeof line, "holding %llu", (unsigned long long)l.token);
+    th_send(out, line);
+    if (wait_readable(done[0], 30000) != 1)
+        return 3;
+    th_send(out, "closed");
+    return 0;
+}
+
+/* fl_close() from on_lost: the keeper cannot join itself; it finishes the
+ * callback and frees itself (the sanitizer builds check nothing is touched
+ * after the close and nothing leaks). */
+static void test_callback_closes_region(void **state)
+{
+    (void)state;
+    fl_region *r;
+    assert_int_equal(fl_open(region, &r), 0);
+    th_child c;
+    assert_int_equal(th_child_start(&c, closing_child, NULL), 0);
+    fl_lease l;
+    take_over_paused(&c, "cb-close", r, &l);
+    char line[64];
+    assert_int_equal(th_recv(c.from_child, line, sizeof line, 60000), 0);
+    assert_string_equal(line, "closed");
+    assert_int_equal(th_child_wait(&c, 30000), 0);
+    assert_int_equal(fl_release(r, &l), 0);
+    fl_close(r);
+}
+
 struct churn {
     fl_region *r;
     int id;
@@ -228,6 +397,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kept_lease_survives),
         cmocka_unit_test(test_loss_reported_after_pause),
+        cmocka_unit_test(test_callback_releases_other),
+        cmocka_unit_test(test_callback_closes_region),
         cmocka_unit_test(test_threads_churn),
         cmocka_unit_test(test_bad_arguments),
     };
