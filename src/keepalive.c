@@ -64,6 +64,7 @@ struct fl_keepalive {
 };
 
 struct fl__keeper {
+    fl_region *r; /* set before the thread starts; never read once orphaned */
     pthread_t thread;
     pthread_mutex_t lock; /* serializes writers of the list; the keeper never takes it to read */
     pthread_cond_t wake;  /* a lease was added, or stop */
@@ -165,8 +166,9 @@ static void fl__keeper_free(struct fl__keeper *kp)
 
 static void *fl__keeper_main(void *arg)
 {
-    fl_region *r = arg;
-    struct fl__keeper *kp = r->keeper;
+    /* kp, not r->keeper: fl_close() may clear that before this thread runs */
+    struct fl__keeper *kp = arg;
+    fl_region *r = kp->r;
     urcu_memb_register_thread();
     pthread_mutex_lock(&kp->lock);
     while (!kp->stop) {
@@ -239,8 +241,9 @@ static int fl__keeper_get(fl_region *r, struct fl__keeper **out)
         pthread_cond_init(&kp->reported, NULL);
         pthread_mutex_init(&kp->lock, NULL);
         CDS_INIT_LIST_HEAD(&kp->leases);
+        kp->r = r;
         r->keeper = kp;
-        int rc = pthread_create(&kp->thread, NULL, fl__keeper_main, r);
+        int rc = pthread_create(&kp->thread, NULL, fl__keeper_main, kp);
         if (rc) {
             r->keeper = NULL;
             pthread_cond_destroy(&kp->reported);
