@@ -179,8 +179,13 @@ def main():
     for name, (med, p99, _), cval in rows:
         print(f"| {name} | {med:.0f} ns | {p99:.0f} ns | "
               f"{cval if cval is None else f'{cval:.1f} ns'} | {ratio(med, cval):.1f}x |")
+    bare = res["raw"][0]
+    print(f"\nacquire+release: binding / bare ctypes calls = {res['acqrel'][0] / bare:.2f}x "
+          "(issue 26's target: <= 2x)")
     if a.csv:
         with open(a.csv, "a", encoding="utf-8") as f:
+            f.write(f"result,{QUESTION},python: acquire+release by key,binding / bare ctypes,"
+                    f"{res['acqrel'][0] / bare:.2f},x,,\n")
             for name, (med, p99, n), cval in rows:
                 f.write(f"result,{QUESTION},{name},median,{med:.1f},ns,,\n")
                 f.write(f"result,{QUESTION},{name},p99,{p99:.1f},ns,,\n")

@@ -1,0 +1,255 @@
+# SPDX-License-Identifier: MIT
+"""Misuse from Python (issue 26, defects 1, 2, 4-9): each is refused with the exception a
+Python programmer expects, before ctypes can turn it into something else."""
+import gc
+import os
+import signal
+import threading
+import time
+import warnings
+
+import pytest
+
+import fencelock
+from conftest import Daemon
+
+
+def _wait_for_waiter(r, key, seconds=20):
+    """Until a wait on key is under way (the lock's waiters count), not a sleep race."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if any(lk.key == key and lk.waiters > 0 for lk in r.locks()):
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"no waiter on {key!r}")
+
+
+# 1 -------------------------------------------------------------------------------------
+
+def test_close_ends_a_wait_in_another_thread_with_closed(daemon, other):
+    r = fencelock.open(daemon.region)
+    held = other.acquire("busy", lease=60)
+    out = {}
+
+    def waiter():
+        try:
+            r.acquire("busy", lease=5, timeout=None)
+            out["result"] = "acquired"
+        except BaseException as e:  # noqa: BLE001 - reported to the test
+            out["result"] = e
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    _wait_for_waiter(other, "busy")
+    r.close()  # returns once the wait has ended
+    t.join(20)
+    assert not t.is_alive()
+    assert isinstance(out["result"], fencelock.Closed)
+    assert isinstance(out["result"], ValueError)  # as a closed file's operations
+    assert r.closed
+    held.release()
+    with pytest.raises(fencelock.Closed):
+        r.acquire("busy", timeout=0)
+
+
+def test_close_from_a_signal_handler_ends_the_main_threads_wait(daemon, other):
+    r = fencelock.open(daemon.region)
+    held = other.acquire("busy", lease=60)
+
+    def handler(signum, frame):
+        r.close()  # inside the main thread's acquire(): its end does the C close
+
+    old = signal.signal(signal.SIGUSR1, handler)
+    t = threading.Thread(target=lambda: (_wait_for_waiter(other, "busy"),
+                                         os.kill(os.getpid(), signal.SIGUSR1)))
+    try:
+        t.start()
+        with pytest.raises(fencelock.Closed):
+            r.acquire("busy", lease=5, timeout=30)
+    finally:
+        t.join(20)
+        signal.signal(signal.SIGUSR1, old)
+    assert r.closed
+    held.release()
+
+
+def test_close_while_threads_hammer_the_region(daemon):
+    """Calls racing with close() end with Closed (or succeed before it), never crash."""
+    r = fencelock.open(daemon.region)
+    errors = []
+    start = threading.Barrier(5)
+
+    def worker(i):
+        start.wait()
+        try:
+            while True:
+                with r.acquire(f"k{i % 2}", lease=5, timeout=5) as lease:
+                    r.commit(lease, f"k{i % 2}/rec", b"x")
+        except fencelock.Closed:
+            return
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    start.wait()
+    time.sleep(0.05)  # let them run a little; the outcome does not depend on it
+    r.close()
+    for t in threads:
+        t.join(20)
+        assert not t.is_alive()
+    assert errors == []
+
+
+# 2 -------------------------------------------------------------------------------------
+
+def test_a_lease_of_another_region_is_refused(tmp_path):
+    a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    a_dir.mkdir()
+    b_dir.mkdir()
+    da, db = Daemon(a_dir), Daemon(b_dir)
+    try:
+        with fencelock.open(da.region) as a, fencelock.open(db.region) as b:
+            with b.acquire("job", lease=60) as real:  # the real holder, in region b
+                b.commit(real, "job/state", b"real")
+                foreign = a.acquire("job", lease=60)  # never held job in b
+                for commit in (lambda: b.commit(foreign, "job/state", b"forged"),
+                               lambda: b.commit_u64(foreign, "job/state", 7)):
+                    with pytest.raises(ValueError, match="another Region"):
+                        commit()
+                assert b.read("job/state") == (b"real", real.token)
+                foreign.release()
+    finally:
+        da.stop()
+        db.stop()
+
+
+def test_a_lease_of_another_handle_of_the_same_file_is_refused(daemon, region, other):
+    mine = other.acquire("job", lease=60)
+    with pytest.raises(ValueError, match="another Region"):
+        region.commit(mine, "job/state", b"x")
+    mine.release()
+
+
+# 4 -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["job\0A", b"job\0A", bytearray(b"\0")])
+def test_nul_in_a_name_is_refused(region, name):
+    with pytest.raises(ValueError, match="NUL"):
+        region.acquire(name, timeout=0)
+    with region.acquire("job", timeout=0) as lease:
+        with pytest.raises(ValueError, match="NUL"):
+            region.commit(lease, name, b"x")
+    with pytest.raises(ValueError, match="NUL"):
+        region.read(name)
+    with pytest.raises(ValueError, match="NUL"):
+        region.resolve(name)
+    assert [lk.key for lk in region.locks()] == ["job"]  # "job" only: nothing was cut
+
+
+def test_nul_in_a_region_path_is_refused(daemon):
+    with pytest.raises(ValueError, match="NUL"):
+        fencelock.open(daemon.region + "\0ignored")
+
+
+# 5 -------------------------------------------------------------------------------------
+
+def test_durations_out_of_range_are_refused(region):
+    year = 365.25 * 86400
+    for bad in (584 * year, fencelock.SECONDS_MAX + 1, float("inf"), float("nan"), -1, 0):
+        with pytest.raises(ValueError, match="lease"):
+            region.acquire("k", lease=bad, timeout=0)
+    with pytest.raises(ValueError, match=str(fencelock.SECONDS_MAX)):
+        region.acquire("k", lease=584 * year, timeout=0)
+    for bad in (584 * year, -0.5, float("nan")):
+        with pytest.raises(ValueError, match="timeout"):
+            region.acquire("k", lease=1, timeout=bad)
+    with pytest.raises(TypeError):
+        region.acquire("k", lease="5", timeout=0)
+    assert region.locks() == []  # nothing was tried
+
+
+def test_numbers_out_of_range_are_refused(region):
+    with region.acquire("k", timeout=0) as lease:
+        for bad in (-1, 1 << 64):
+            with pytest.raises(ValueError, match="2\\^64-1"):
+                region.commit_u64(lease, "k/n", bad)
+        region.commit_u64(lease, "k/n", (1 << 64) - 1)
+        assert region.read_u64("k/n") == ((1 << 64) - 1, lease.token)
+        with pytest.raises(ValueError, match=str(fencelock.TOKEN_MAX)):
+            region.commit_token("k", 1 << 63, "k/n", b"x")
+
+
+# 6 -------------------------------------------------------------------------------------
+
+def test_a_region_dropped_unclosed_is_closed_with_a_resource_warning(tmp_path):
+    d = Daemon(tmp_path, extra=("--clients", "4"))
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always", ResourceWarning)
+            for _ in range(20):  # five times the supervisor's client table
+                fencelock.open(d.region).acquire("k", lease=60, timeout=5)
+                gc.collect()
+        assert sum(issubclass(w.category, ResourceWarning) for w in seen) == 20
+        assert "unclosed" in str(next(w for w in seen if w.category is ResourceWarning).message)
+        with fencelock.open(d.region) as r:  # a client slot is free: registered
+            assert r.registered
+            assert r.acquire("k", timeout=0).owner_died_previous  # closed as if it died
+    finally:
+        d.stop()
+
+
+# 7 -------------------------------------------------------------------------------------
+
+def test_commit_takes_bytes_like_objects_only(region):
+    with region.acquire("k", timeout=0) as lease:
+        for bad in (5, "text", None, 1.5, [1, 2]):
+            with pytest.raises(TypeError, match="bytes-like"):
+                region.commit(lease, "k/rec", bad)
+        with pytest.raises(fencelock.NotFound):
+            region.read("k/rec")  # nothing was written by the refused calls
+        for good in (b"ab", bytearray(b"ab"), memoryview(b"xab")[1:]):
+            region.commit(lease, "k/rec", good)
+            assert region.read("k/rec")[0] == b"ab"
+
+
+# 8 -------------------------------------------------------------------------------------
+
+def test_names_from_locks_round_trip_to_acquire(region):
+    with region.acquire(b"raw\xff", timeout=0) as lease:
+        region.commit(lease, b"rec\xfe", b"v")
+        (info,) = region.locks()
+        assert info.key == "raw\udcff"
+        assert region.records()[0].name == "rec\udcfe"
+        with pytest.raises(fencelock.Busy):  # the same lock, by the name locks() gave
+            region.acquire(info.key, timeout=0)
+        assert region.read("rec\udcfe") == (b"v", lease.token)
+    with region.acquire("raw\udcff", timeout=0) as again:
+        assert again.token > lease.token
+
+
+# 9 -------------------------------------------------------------------------------------
+
+def test_a_refused_renew_changes_nothing(region):
+    lease = region.acquire("k", lease=60, timeout=0)
+    for bad in (-1, 0, float("nan"), 10**12):
+        with pytest.raises(ValueError):
+            lease.renew(bad)
+    lease.renew()  # the acquired length still
+    assert 55 < lease.remaining() <= 60
+    with pytest.raises(ValueError):
+        lease.keep_alive(lease=-1)
+    with lease.keep_alive():
+        pass
+    lease.release()
+
+
+def test_info_fields_are_enums(region, other):
+    with region.acquire("k", timeout=0) as lease:
+        (info,) = other.locks()
+        assert info.state is fencelock.LockState.HELD and info.state == 1
+        region.commit(lease, "k/r", b"x")
+    assert other.locks()[0].state is fencelock.LockState.FREE
+    assert other.info().run_state is fencelock.RunState.STARTED
+    assert fencelock.LockState(7).name == "UNKNOWN_7"  # a newer library's value is kept
