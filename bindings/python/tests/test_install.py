@@ -47,16 +47,20 @@ def test_installed_package_finds_its_library(tmp_path):
                    capture_output=True)
     pkgs = list(prefix.glob("**/dist-packages/fencelock/__init__.py"))
     assert len(pkgs) == 1
+    # The type marker goes with the package (PEP 561), as in the wheel.
+    assert (pkgs[0].parent / "py.typed").is_file()
     env = {k: v for k, v in os.environ.items()
            if k not in ("FENCELOCK_LIB", "LD_LIBRARY_PATH", "PYTHONPATH")}
     env["PYTHONPATH"] = str(pkgs[0].parent.parent)
     out = subprocess.run(
-        [sys.executable, "-c", "import fencelock, fencelock._native as n;"
-         "print(n.lib._name); print(fencelock.__file__); print(fencelock.strerror(116))"],
+        [sys.executable, "-c", "import fencelock, fencelock._native as n, fencelock._version as v;"
+         "print(n.lib._name); print(fencelock.__file__); print(fencelock.strerror(116));"
+         "print(v.__version__ == fencelock.version())"],
         env=env, cwd=tmp_path, check=True, capture_output=True, text=True).stdout.split("\n")
     assert out[0].startswith(str(prefix)) and out[0].endswith("libfencelock.so.0")
     assert out[1].startswith(str(prefix))
     assert "ownership" in out[2]
+    assert out[3] == "True"
 
 
 def test_missing_fencelock_lib_says_how(tmp_path):
