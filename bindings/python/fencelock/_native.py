@@ -156,11 +156,13 @@ PROTOTYPES = {
 
 
 def _candidates():
-    """Where to look for the library, in order (see README, "Python")."""
+    """Where to look for the library, in order (bindings/python/README.md, "Finding the
+    library"): the files to try, whether $FENCELOCK_LIB chose them, and the places beside
+    the package that had no library (for the error message)."""
     env = os.environ.get("FENCELOCK_LIB")
     if env:
         # Explicit: only this one, so a wrong value is an error, not a fallback.
-        return [env], True
+        return [env], True, []
     found = []
     here = os.path.dirname(os.path.abspath(__file__))
     # An installed package: cmake --install writes the way from the package
@@ -180,30 +182,47 @@ def _candidates():
             if sub is not None:
                 found.append(os.path.join(d, sub, SONAME))
     seen = set()
-    files = [p for p in found if not (p in seen or seen.add(p)) and os.path.isfile(p)]
+    found = [p for p in found if not (p in seen or seen.add(p))]
+    files = [p for p in found if os.path.isfile(p)]
+    missing = [os.path.dirname(p) for p in found if p not in files]
     # Then the loader's own path.
     files += [SONAME]
     name = ctypes.util.find_library("fencelock")
     if name and name != SONAME:
         files.append(name)
-    return files, False
+    return files, False, missing
+
+
+def _not_found(errors, explicit, missing):
+    """The ImportError's text when no library loads: every place tried, and how to fix it."""
+    if explicit:
+        return (f"fencelock: cannot load the C library FENCELOCK_LIB={errors[0]}; "
+                f"set FENCELOCK_LIB=/path/{SONAME} to the library's file, or unset it to look "
+                f"beside the package and on the loader's path")
+    lines = [f"fencelock: cannot find the C library {SONAME}; tried:"]
+    if missing:
+        lines.append(f"  beside the package, no {SONAME} in: " + ", ".join(missing))
+    lines += ["  " + e for e in errors]
+    lines.append(f"Install libfencelock (cmake --install, or the system's package, so that the "
+                 f"loader finds {SONAME}: ldconfig, LD_LIBRARY_PATH), or set "
+                 f"FENCELOCK_LIB=/path/{SONAME}")
+    return "\n".join(lines)
 
 
 def load():
     """Load libfencelock and bind PROTOTYPES.  ImportError names what was tried."""
-    paths, explicit = _candidates()
+    paths, explicit, missing = _candidates()
     errors = []
     for p in paths:
         try:
             lib = ctypes.CDLL(p, use_errno=False)
             break
         except OSError as e:
-            errors.append(f"{p}: {e}")
+            # dlerror()'s text mostly starts with the name given.
+            msg = str(e) if str(e).startswith(p) else f"{p}: {e}"
+            errors.append(msg if os.sep in p else "the loader's path: " + msg)
     else:
-        hint = ("" if explicit else
-                "; set FENCELOCK_LIB to the library's path (for example build/libfencelock.so)")
-        raise ImportError("fencelock: cannot load the C library (" + "; ".join(errors) + ")"
-                          + hint)
+        raise ImportError(_not_found(errors, explicit, missing))
     for name, (restype, argtypes) in PROTOTYPES.items():
         fn = getattr(lib, name, None)
         if fn is None:
