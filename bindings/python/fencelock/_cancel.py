@@ -22,16 +22,20 @@ each slice would count as a timeout in the key's counters, and Ctrl-C would
 take up to a slice.  Other threads are unaffected: Python runs signal
 handlers only in the main thread (end their waits with a Cancel).
 """
+from __future__ import annotations
+
 import ctypes
 import os
 import signal
 import threading
+from types import TracebackType
+from typing import Any, Optional, Set, Type
 
 from . import _errors
 from ._native import has, lib
 
 
-def _new_cancel():
+def _new_cancel() -> ctypes.c_void_p:
     if not has("fl_cancel_new"):
         raise _errors.unsupported("fl_cancel_new")
     c = ctypes.c_void_p()
@@ -51,14 +55,14 @@ class Cancel:
     waits at once (every one of them ends).  As a context manager it is closed on exit;
     close() frees the C object once no wait uses it any more."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.RLock()  # RLock: cancel() may run in a signal handler
         self._users = 0
         self._closing = False
-        self._links = set()  # the process's signal cancel, while a main-thread wait uses it
-        self._c = _new_cancel()
+        self._links: Set[int] = set()  # the process's signal cancel, while a main-thread wait uses it
+        self._c: Optional[ctypes.c_void_p] = _new_cancel()
 
-    def cancel(self):
+    def cancel(self) -> None:
         """Set the flag and end the waits that use it.  Any thread; also from a Python
         signal handler.  Does nothing after close()."""
         with self._lock:
@@ -67,7 +71,7 @@ class Cancel:
             for c in self._links:
                 lib.fl_cancel_trigger(c)
 
-    def reset(self):
+    def reset(self) -> None:
         """Clear the flag, for the next wait."""
         with self._lock:
             if self._c is None:
@@ -75,12 +79,12 @@ class Cancel:
             lib.fl_cancel_reset(self._c)
 
     @property
-    def cancelled(self):
+    def cancelled(self) -> bool:
         """True once cancel() was called (and reset() not since)."""
         with self._lock:
-            return self._c is not None and lib.fl_cancel_is_triggered(self._c) == 1
+            return self._c is not None and int(lib.fl_cancel_is_triggered(self._c)) == 1
 
-    def close(self):
+    def close(self) -> None:
         """Free the C object (at the end of the last wait still using it).  Safe to call
         again; cancel() afterwards does nothing."""
         with self._lock:
@@ -88,45 +92,45 @@ class Cancel:
             if self._users == 0:
                 self._free()
 
-    def _free(self):
+    def _free(self) -> None:
         c, self._c = self._c, None
         if c is not None:
             lib.fl_cancel_free(c)
 
     # Used by Region.acquire around its C call.
-    def _enter(self, link=None):
+    def _enter(self, link: Optional[ctypes.c_void_p] = None) -> ctypes.c_void_p:
         with self._lock:
             if self._c is None or self._closing:
                 raise ValueError("operation on a closed fencelock.Cancel")
             self._users += 1
             if link is not None:
-                self._links.add(link.value)
+                self._links.add(link.value or 0)
                 if lib.fl_cancel_is_triggered(self._c):
                     lib.fl_cancel_trigger(link)
             return self._c
 
-    def _exit(self, link=None):
+    def _exit(self, link: Optional[ctypes.c_void_p] = None) -> None:
         with self._lock:
             if link is not None:
-                self._links.discard(link.value)
+                self._links.discard(link.value or 0)
             self._users -= 1
             if self._closing and self._users == 0:
                 self._free()
 
-    def __enter__(self):
+    def __enter__(self) -> "Cancel":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         if getattr(self, "_c", None) is not None and self._users == 0:
             self._free()
 
-    def __reduce__(self):
+    def __reduce__(self) -> Any:
         raise TypeError("a fencelock.Cancel belongs to its process: it cannot be pickled")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "closed" if self._c is None else ("cancelled" if self.cancelled else "armed")
         return f"<fencelock.Cancel {state}>"
 
@@ -136,7 +140,7 @@ _check_signals.restype = ctypes.c_int
 _check_signals.argtypes = []
 
 
-def check_signals():
+def check_signals() -> None:
     """Run the Python signal handlers now (raises what they raise, KeyboardInterrupt)."""
     _check_signals()  # ctypes.pythonapi raises the exception a handler set
 
@@ -144,7 +148,7 @@ def check_signals():
 class _Watcher:
     """The process's signal pipe, its helper thread and its fl_cancel (see the module)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.cancel = _new_cancel()  # never freed: the helper may trigger it at any time
         self.forward = -1  # the wakeup fd to pass bytes on to
         r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -153,7 +157,7 @@ class _Watcher:
         self.pid = os.getpid()
         threading.Thread(target=self._run, name="fencelock-signals", daemon=True).start()
 
-    def _run(self):
+    def _run(self) -> None:
         r = self.r
         while True:
             try:
@@ -173,11 +177,11 @@ class _Watcher:
             lib.fl_cancel_trigger(self.cancel)
 
 
-_watcher = None
+_watcher: Optional[_Watcher] = None
 _watcher_lock = threading.Lock()
 
 
-def _after_fork_in_child():
+def _after_fork_in_child() -> None:
     # The helper thread does not exist in the child: the next wait starts a new one.
     global _watcher
     _watcher = None
@@ -186,7 +190,7 @@ def _after_fork_in_child():
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def watcher():
+def watcher() -> Optional[_Watcher]:
     """The process's _Watcher, or None where signals cannot be watched (not the main thread,
     an old library)."""
     global _watcher
@@ -203,11 +207,11 @@ class SignalWait:
     """Context manager around one C wait in the main thread: the wakeup fd is the watcher's
     pipe inside it, the previous one outside."""
 
-    def __init__(self, w):
+    def __init__(self, w: _Watcher) -> None:
         self.w = w
-        self.old = None
+        self.old: Optional[int] = None
 
-    def __enter__(self):
+    def __enter__(self) -> Optional["SignalWait"]:
         try:
             old = signal.set_wakeup_fd(self.w.w)
         except ValueError:  # not the main interpreter's main thread after all
@@ -218,6 +222,6 @@ class SignalWait:
             self.w.forward = old
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         if self.old is not None:
             signal.set_wakeup_fd(self.old)

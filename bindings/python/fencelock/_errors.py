@@ -16,12 +16,12 @@ from ._native import lib
 
 def strerror(err: int) -> str:
     """fl_strerror(): the library's short message for an errno value (either sign)."""
-    return lib.fl_strerror(-abs(int(err))).decode("utf-8", "replace")
+    return str(lib.fl_strerror(-abs(int(err))).decode("utf-8", "replace"))
 
 
 def err_name(err: int) -> str:
     """fl_err_name(): the symbolic name of an errno value ("ESTALE"); "E?" when unknown."""
-    return lib.fl_err_name(-abs(int(err))).decode("ascii", "replace")
+    return str(lib.fl_err_name(-abs(int(err))).decode("ascii", "replace"))
 
 
 class Error(OSError):
@@ -153,4 +153,4 @@ def raise_for(rc: int, what: str = "", cls: Optional[Type[Error]] = None,
                    "in the child (fencelock.open(path))")
     if what:
         detail = f"{what}: {detail}" if detail else what
-    raise cls(err, None, detail, **extra)  # type: ignore[call-arg]
+    raise cls(err, None, detail, **extra)

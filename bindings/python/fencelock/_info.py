@@ -23,7 +23,7 @@ class _Open:
     def _missing_(cls, value: object) -> Any:
         if not isinstance(value, int):
             return None
-        member = int.__new__(cls, value)  # type: ignore[call-overload]
+        member: Any = int.__new__(cls, value)
         member._name_ = f"UNKNOWN_{value}"
         member._value_ = value
         return member
@@ -68,7 +68,7 @@ class _FromC:
     @classmethod
     def from_c(cls: Type[_T], c: Any) -> _T:
         values: Dict[str, Any] = {}
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        for f in dataclasses.fields(cls):
             v = getattr(c, f.name)
             if isinstance(v, bytes):  # a char array: NUL-terminated text
                 v = decode_name(v)

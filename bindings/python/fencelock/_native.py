@@ -9,10 +9,13 @@ Adding a C function to the binding is one line in PROTOTYPES (and the method
 that uses it).  A function this library build does not export is left unbound
 (``has(name)`` says so), so the binding loads against an older library.
 """
+from __future__ import annotations
+
 import ctypes
 import ctypes.util
 import os
 import sysconfig
+from typing import Any, Dict, List, Optional, Set, Tuple
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_int, c_int32, c_int64,
                     c_size_t, c_uint, c_uint32, c_uint64, c_void_p)
 
@@ -94,7 +97,7 @@ class FlUnregisteredInfo(Structure):
 
 
 # The structs the size test compares with the C header (C name -> ctypes class).
-STRUCTS = {"fl_lease": FlLease, "fl_key": FlKey, "fl_region_info": FlRegionInfo,
+STRUCTS: Dict[str, Any] = {"fl_lease": FlLease, "fl_key": FlKey, "fl_region_info": FlRegionInfo,
            "fl_lock_info": FlLockInfo,
            "fl_record_info": FlRecordInfo, "fl_client_info": FlClientInfo,
            "fl_unregistered_info": FlUnregisteredInfo}
@@ -108,7 +111,7 @@ _cancel_p = c_void_p  # fl_cancel * (opaque)
 _u64p = POINTER(c_uint64)
 
 # name -> (restype, argtypes), in the order of fencelock.h.
-PROTOTYPES = {
+PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "fl_version": (c_char_p, []),
     "fl_version_number": (c_uint, []),
     "fl_open": (c_int, [c_char_p, POINTER(_region_p)]),
@@ -155,7 +158,7 @@ PROTOTYPES = {
 }
 
 
-def _candidates():
+def _candidates() -> Tuple[List[str], bool, List[str]]:
     """Where to look for the library, in order (bindings/python/README.md, "Finding the
     library"): the files to try, whether $FENCELOCK_LIB chose them, and the places beside
     the package that had no library (for the error message)."""
@@ -163,12 +166,12 @@ def _candidates():
     if env:
         # Explicit: only this one, so a wrong value is an error, not a fallback.
         return [env], True, []
-    found = []
+    found: List[str] = []
     here = os.path.dirname(os.path.abspath(__file__))
     # An installed package: cmake --install writes the way from the package
     # to the library directory into _install_paths.py.
     try:
-        from . import _install_paths
+        from . import _install_paths  # type: ignore[attr-defined]
         found.append(os.path.normpath(os.path.join(here, _install_paths.LIBDIR_FROM_PACKAGE,
                                                    SONAME)))
     except ImportError:
@@ -181,8 +184,7 @@ def _candidates():
         for sub in ("", "lib", os.path.join("lib", multiarch) if multiarch else None, "lib64"):
             if sub is not None:
                 found.append(os.path.join(d, sub, SONAME))
-    seen = set()
-    found = [p for p in found if not (p in seen or seen.add(p))]
+    found = list(dict.fromkeys(found))  # in order, once each
     files = [p for p in found if os.path.isfile(p)]
     missing = [os.path.dirname(p) for p in found if p not in files]
     # Then the loader's own path.
@@ -193,7 +195,7 @@ def _candidates():
     return files, False, missing
 
 
-def _not_found(errors, explicit, missing):
+def _not_found(errors: List[str], explicit: bool, missing: List[str]) -> str:
     """The ImportError's text when no library loads: every place tried, and how to fix it."""
     if explicit:
         return (f"fencelock: cannot load the C library FENCELOCK_LIB={errors[0]}; "
@@ -209,7 +211,7 @@ def _not_found(errors, explicit, missing):
     return "\n".join(lines)
 
 
-def load():
+def load() -> Any:
     """Load libfencelock and bind PROTOTYPES.  ImportError names what was tried."""
     paths, explicit, missing = _candidates()
     errors = []
@@ -233,12 +235,12 @@ def load():
     return lib
 
 
-def _loaded_path(lib, fallback):
+def _loaded_path(lib: Any, fallback: str) -> str:
     """The file the loader mapped for lib (from /proc/self/maps), else fallback."""
     fn = getattr(lib, "fl_strerror", None)
     if fn is None:
         return fallback
-    addr = ctypes.cast(fn, c_void_p).value
+    addr = ctypes.cast(fn, c_void_p).value or 0
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -251,7 +253,7 @@ def _loaded_path(lib, fallback):
     return fallback
 
 
-def check_version(lib, path):
+def check_version(lib: Any, path: str) -> None:
     """ImportError unless lib's major version is VERSION_MAJOR.  A library without
     fl_version_number() predates it (0.0, major 0)."""
     fn = getattr(lib, "fl_version_number", None)
@@ -268,9 +270,9 @@ def check_version(lib, path):
                           f"FENCELOCK_LIB at a {VERSION_MAJOR}.x library")
 
 
-lib = load()
+lib: Any = load()  # a ctypes.CDLL: its functions are typed by PROTOTYPES, not for mypy
 
 
-def has(name):
+def has(name: str) -> bool:
     """True if the loaded library exports the C function name."""
     return getattr(lib, name, None) is not None

@@ -114,7 +114,7 @@ def _ns_slow(seconds: Duration, what: str) -> int:
     if ns > NS_MAX:  # also inf
         raise ValueError(f"{what} must be at most {SECONDS_MAX} seconds (2^63-1 ns), not "
                          f"{seconds!r}")
-    return max(1, ns if t is int else round(ns))  # type: ignore[arg-type]
+    return max(1, int(ns) if t is int else round(ns))
 
 
 def _timeout_ns(timeout: Optional[Duration]) -> int:
@@ -384,7 +384,7 @@ class Region:
         if rc < 0:
             raise_for(rc, f"key {key.name if isinstance(key, Key) else key!r}",
                       detail=detail.decode("utf-8", "replace") if detail else "")
-        return Lease(self, key.name if type(key) is Key else key, c, lease_ns)
+        return Lease(self, key.name if isinstance(key, Key) else key, c, lease_ns)
 
     def _wait(self, acq_cancelable: Any, h: c_void_p, k: Any, lease_ns: int, timeout_ns: int,
               cancel: Optional[_cancel.Cancel], c: FlLease) -> "tuple[int, Optional[bytes]]":
@@ -396,9 +396,8 @@ class Region:
             mine = w.cancel  # the main thread's: signals trigger it (see _cancel.py)
         else:
             with self._wait_lock:
-                mine = self._spare_cancels.pop() if self._spare_cancels else None
-            if mine is None:
-                mine = _cancel._new_cancel()
+                spare = self._spare_cancels.pop() if self._spare_cancels else None
+            mine = spare if spare is not None else _cancel._new_cancel()
             lib.fl_cancel_reset(mine)
         with self._wait_lock:
             self._waits.add(mine.value)  # type: ignore[arg-type]
