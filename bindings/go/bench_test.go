@@ -7,7 +7,7 @@ import (
 	"time"
 	"unsafe"
 
-	"fencelock/internal/cbench"
+	"github.com/fencelock/fencelock/bindings/go/internal/cbench"
 )
 
 // The binding's cost: each benchmark times b.N operations through Go, then
