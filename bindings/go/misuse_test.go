@@ -1,0 +1,52 @@
+package fencelock
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The binding under misuse (issue 26): what a new user gets wrong must be
+// refused or cleaned up, never accepted or leaked.
+
+// Every error names its errno: a call on a closed Region is EBADF, which
+// the C library's table does not know (issue 26, defect 10).
+func TestErrorText(t *testing.T) {
+	r := startDaemon(t).open(t)
+	l := mustAcquire(t, r, "k", time.Minute)
+	if _, err := l.KeepAlive(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.KeepAlive(nil); err == nil ||
+		err.Error() != "fencelock: keepalive: the lease already has a keepalive (EALREADY)" {
+		t.Errorf("second keepalive: %v", err)
+	}
+	r.Close()
+	_, err := r.Acquire(context.Background(), "k", time.Second)
+	if err == nil || err.Error() != "fencelock: acquire: region is closed (EBADF)" {
+		t.Errorf("acquire on a closed Region: %v", err)
+	}
+	if _, err := r.Commit(l, "rec", nil, false); err == nil ||
+		err.Error() != "fencelock: commit: region is closed (EBADF)" {
+		t.Errorf("commit on a closed Region: %v", err)
+	}
+	if err := l.Renew(time.Second); err == nil || err.Error() != "fencelock: renew: region is closed (EBADF)" {
+		t.Errorf("renew on a closed Region: %v", err)
+	}
+	// The C library's errors keep its names; any other errno is named by
+	// number, never "E?".
+	for _, c := range []struct {
+		e    Error
+		want string
+	}{
+		{Error{Errno: syscall.ESTALE, Op: "x"}, "fencelock: x: " +
+			"fencing token is stale: ownership lost (do not retry with this token) (ESTALE)"},
+		{Error{Errno: syscall.EBADF, Op: "x"}, "fencelock: x: bad file descriptor (EBADF)"},
+		{Error{Errno: syscall.Errno(200), Op: "x", Message: "m"}, "fencelock: x: m (errno 200)"},
+	} {
+		if got := c.e.Error(); got != c.want {
+			t.Errorf("%#v: %q, want %q", c.e, got, c.want)
+		}
+	}
+}
