@@ -211,7 +211,7 @@ const (
 	KeyMax = 127
 	// TokenMax is the greatest token the library hands out: tokens fit a
 	// SQL BIGINT (FL_TOKEN_MAX).
-	TokenMax = uint64(1<<63 - 1)
+	TokenMax uint64 = 9223372036854775807 // 1<<63 - 1
 	// TokenEpochShift: a token is epoch << TokenEpochShift | counter
 	// (FL_TOKEN_EPOCH_SHIFT).
 	TokenEpochShift = 40
@@ -223,7 +223,8 @@ const (
 	UnregisteredMax = 32
 )
 
-// The constants above are the header's: these fail to compile if not.
+// The constants above are the header's (written out, so that `go doc`
+// shows their values): these fail to compile if not.
 const (
 	_ = uint(KeyMax - C.FL_KEY_MAX)
 	_ = uint(C.FL_KEY_MAX - KeyMax)
@@ -231,6 +232,8 @@ const (
 	_ = uint(C.FL_TOKEN_EPOCH_SHIFT - TokenEpochShift)
 	_ = uint(UnregisteredMax - C.FL_UNREGISTERED_MAX)
 	_ = uint(C.FL_UNREGISTERED_MAX - UnregisteredMax)
+	_ = uint64(TokenMax - C.FL_TOKEN_MAX)
+	_ = uint64(C.FL_TOKEN_MAX - TokenMax)
 )
 
 // (a map literal with two equal constant keys does not compile)

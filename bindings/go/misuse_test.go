@@ -2,6 +2,12 @@ package fencelock
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -47,6 +53,49 @@ func TestErrorText(t *testing.T) {
 	} {
 		if got := c.e.Error(); got != c.want {
 			t.Errorf("%#v: %q, want %q", c.e, got, c.want)
+		}
+	}
+}
+
+// `go doc` shows every exported constant's value: each is written out as a
+// literal, not an expression of C.FL_* (issue 26, defect 12).
+func TestGoDocShowsConstantValues(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	cmd := exec.Command(goTool, "doc", "-all", ".")
+	cmd.Env = os.Environ()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go doc -all: %v\n%s", err, out)
+	}
+	doc := string(out)
+	start, end := strings.Index(doc, "\nCONSTANTS\n"), strings.Index(doc, "\nVARIABLES\n")
+	if start < 0 || end < start {
+		t.Fatalf("no CONSTANTS section in go doc's output:\n%s", doc)
+	}
+	consts := doc[start:end]
+	spec := regexp.MustCompile(`(?m)^\t([A-Z]\w*)(?: +\w+)? += +(.*)$`)
+	literal := regexp.MustCompile(`^(\d+|"[^"]*")( |$)`)
+	seen := map[string]bool{}
+	for _, m := range spec.FindAllStringSubmatch(consts, -1) {
+		seen[m[1]] = true
+		if !literal.MatchString(m[2]) {
+			t.Errorf("go doc shows %s = %s: not a value", m[1], m[2])
+		}
+	}
+	for _, name := range []string{"KeyMax", "TokenMax", "TokenEpochShift", "RegionEnv", "UnregisteredMax",
+		"LockFree", "LockHeld", "LockExpired", "RunNever", "RunStarted", "RunClean",
+		"OpCommit", "OpStrictCommit", "OpRenew", "OpRelease"} {
+		if !seen[name] {
+			t.Errorf("go doc does not show constant %s", name)
+		}
+	}
+	for _, want := range []string{"KeyMax = 127", "TokenMax uint64 = 9223372036854775807",
+		"LockExpired int = 2", "OpRelease      uint32 = 4"} {
+		if !strings.Contains(consts, want) {
+			t.Errorf("go doc lacks %q:\n%s", want, consts)
 		}
 	}
 }
