@@ -90,7 +90,9 @@ func call(op string, f func() C.int) *Error {
 }
 
 // handle returns the C handle with r.mu read-held; the caller must call
-// r.mu.RUnlock() when it returns nil error.
+// r.mu.RUnlock() when it returns nil error, after its C calls.  That
+// unlock is a use of r after the calls, so r stays reachable through them
+// and its finalizer (see Open) cannot close the handle under a call.
 func (r *Region) handle(op string) (*C.fl_region, error) {
 	r.mu.RLock()
 	if r.c == nil {
@@ -124,6 +126,15 @@ func cptr(b []byte) *C.char { return (*C.char)(unsafe.Pointer(&b[0])) }
 // Registered).  A region file that does not exist gives an error for which
 // errors.Is(err, os.ErrNotExist) holds; one not ready yet (fencelockd
 // starting) gives syscall.EAGAIN.
+//
+// Close a Region when done with it.  One that becomes unreachable without
+// Close is closed by a finalizer, as an *os.File is: its locks are
+// released as if the process had died, its supervisor client entry (of
+// fencelockd --clients, whose exhaustion makes other processes' Open fail
+// with EUSERS) is freed, its fds and thread are closed.  That happens at
+// some garbage collection after it was dropped, not at once.  A Region
+// stays reachable while any of its Leases, Keys, waits or running
+// keepalives is.
 func Open(region string) (*Region, error) {
 	return open("open", region, func(p *C.char, out **C.fl_region) C.int { return C.fl_open(p, out) })
 }
@@ -155,6 +166,9 @@ func open(op, region string, f func(*C.char, **C.fl_region) C.int) (*Region, err
 	if C.fl_region_info_get(c, &info) == 0 && int(info.record_size) < r.readCap {
 		r.readCap = int(info.record_size)
 	}
+	// (Nothing r refers to refers back to it, but a running keepalive: a
+	// cycle through r would keep the finalizer from ever running.)
+	runtime.SetFinalizer(r, (*Region).Close)
 	return r, nil
 }
 
@@ -165,6 +179,7 @@ func open(op, region string, f func(*C.char, **C.fl_region) C.int) (*Region, err
 // of the region must not be used afterwards: their calls return ErrClosed.
 // Closing twice is harmless.
 func (r *Region) Close() error {
+	runtime.SetFinalizer(r, nil)
 	r.kaMu.Lock()
 	kas := make([]*keepalive, 0, len(r.keepalives))
 	for ka := range r.keepalives {

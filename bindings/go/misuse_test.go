@@ -2,6 +2,7 @@ package fencelock
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,81 @@ import (
 
 // The binding under misuse (issue 26): what a new user gets wrong must be
 // refused or cleaned up, never accepted or leaked.
+
+// A Region dropped without Close is closed by its finalizer: more Regions
+// than the supervisor has client entries can be opened and dropped in
+// turn, and a lock held by a dropped Region is released as a death
+// (issue 26, defect 6).
+func TestDroppedRegionIsClosed(t *testing.T) { /* I5 */
+	const clients = 2
+	d := startDaemon(t, "--clients", "2")
+	for i := 0; i < 12*clients; i++ {
+		openAndDrop(t, d.region, "")
+	}
+
+	// A dropped Region's lock goes to the next holder as its owner's death.
+	openAndDrop(t, d.region, "held")
+	r := openCollecting(t, d.region) // the dropped Region may hold the other entry
+	defer r.Close()
+	got := make(chan *Lease, 1)
+	go func() {
+		l, err := r.Acquire(context.Background(), "held", time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	var l *Lease
+	for deadline := time.Now().Add(60 * time.Second); l == nil; {
+		select {
+		case l = <-got:
+			if l == nil {
+				t.FailNow()
+			}
+		case <-time.After(10 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("the lock of a dropped Region was not released")
+			}
+			runtime.GC()
+		}
+	}
+	if !l.OwnerDiedPrevious {
+		t.Fatalf("after the holder's Region was dropped: %+v", l)
+	}
+}
+
+// openAndDrop opens region (collecting garbage while the supervisor's
+// client table is full), checks it is registered, acquires key if not "",
+// and drops it all without Close.
+func openAndDrop(t *testing.T, region, key string) {
+	t.Helper()
+	r := openCollecting(t, region)
+	if !r.Registered() {
+		t.Fatal("not registered")
+	}
+	if key != "" {
+		mustAcquire(t, r, key, time.Hour)
+	}
+}
+
+// openCollecting opens region; while Open fails with EUSERS (every client
+// entry is taken, by Regions dropped but not yet finalized) it collects
+// garbage and tries again, for at most 60 s.
+func openCollecting(t *testing.T, region string) *Region {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r, err := Open(region)
+		if err == nil {
+			return r
+		}
+		if !errors.Is(err, syscall.EUSERS) || time.Now().After(deadline) {
+			t.Fatalf("open with dropped Regions: %v", err)
+		}
+		runtime.GC() // finalizes the unreachable Regions (their fl_close)
+		time.Sleep(5 * time.Millisecond)
+	}
+}
 
 // Every error names its errno: a call on a closed Region is EBADF, which
 // the C library's table does not know (issue 26, defect 10).
