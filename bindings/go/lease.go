@@ -15,12 +15,10 @@ import (
 )
 
 // Lease is one acquisition of a key.  Token, Key and the two flags never
-// change; Deadline is updated by Renew and when a keepalive stops.  Read
-// Deadline only from the goroutine that renews (or after stop returned).
+// change; Deadline() follows Renew and a running keepalive.
 type Lease struct {
-	Token    uint64    // fencing token: greater than every earlier one of Key
-	Key      string    // the key acquired
-	Deadline time.Time // when the lease ends unless renewed (monotonic reading: see Deadline conversion)
+	Token uint64 // fencing token: greater than every earlier one of Key
+	Key   string // the key acquired
 	// ExpiredPrevious: the previous holder's lease ran out while held (it
 	// may still be running and write with its old token).
 	ExpiredPrevious bool
@@ -30,9 +28,61 @@ type Lease struct {
 
 	r      *Region
 	length time.Duration // the lease length last asked for (KeepAlive renews by it)
-	mu     sync.Mutex    // serialises Renew, Release and keepalive start/stop
-	c      C.fl_lease    // token and slot are immutable; deadline_ns is written under mu
+	mu     sync.Mutex    // serialises Renew, Release, Deadline and keepalive start/stop
+	c      C.fl_lease    // token, slot and region are immutable; deadline_ns is written under mu
 	ka     *keepalive    // running keepalive, under mu
+}
+
+// Deadline is when the lease ends unless renewed: set by Acquire and Renew
+// and, while a keepalive runs, its latest renewal (fl_keepalive_status), so
+// it stays current as KeepAlive renews.  The time.Time carries a monotonic
+// reading (see the Deadline conversion in fencelock.go): time.Until(
+// l.Deadline()) is the lease left.  Safe from any goroutine.  (Deadline was
+// a field before issue 26; it is a method so that it can follow the
+// keepalive.)
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ns := l.c.deadline_ns
+	if l.ka != nil {
+		// l.ka is stopped, and ka.k freed, only under l.mu.
+		var kept C.fl_lease
+		C.fl_keepalive_status(l.ka.k, &kept)
+		// The later of the two: a Renew made while the keepalive runs
+		// sets l.c until the keepalive's next renewal (equal lengths: the
+		// later deadline is the later write).
+		if kept.deadline_ns > ns {
+			ns = kept.deadline_ns
+		}
+	}
+	return monoToTime(uint64(ns))
+}
+
+// issued refuses a Lease that r did not issue: a Lease of another Region
+// (another region file, or another Open of the same one) names a lock slot
+// of that handle, which in r may be another key's.  The C library refuses
+// it too (-EINVAL, by fl_lease.region); this says which Region, and keeps
+// a nil or hand-made Lease from reaching C at all.
+func (r *Region) issued(op string, l *Lease) *Error {
+	if l == nil || l.r == nil {
+		return &Error{Errno: syscall.EINVAL, Op: op,
+			Message: "the lease was never issued (only Acquire and AcquireKey make a Lease)"}
+	}
+	if l.r != r {
+		return &Error{Errno: syscall.EINVAL, Op: op,
+			Message: "the lease belongs to another Region (" + l.r.path +
+				"): a Lease is valid only with the Region that acquired it"}
+	}
+	return nil
+}
+
+// handle is Region.handle of the lease's Region (see there), EINVAL for a
+// Lease no Acquire made.
+func (l *Lease) handle(op string) (*C.fl_region, error) {
+	if l.r == nil {
+		return nil, (*Region)(nil).issued(op, l)
+	}
+	return l.r.handle(op)
 }
 
 // Acquire takes the lock of key with a lease of the given length, waiting
@@ -92,7 +142,6 @@ func (r *Region) acquire(ctx context.Context, k target, lease time.Duration) (*L
 	}
 	if e == nil {
 		l.Token = uint64(l.c.token)
-		l.Deadline = monoToTime(uint64(l.c.deadline_ns))
 		l.ExpiredPrevious = l.c.flags&C.FL_LEASE_EXPIRED != 0
 		l.OwnerDiedPrevious = l.c.flags&C.FL_LEASE_OWNER_DIED != 0
 		return l, nil
@@ -184,10 +233,10 @@ func (r *Region) putCancel(w *C.fl_cancel, watched bool) (closing bool) {
 	return false
 }
 
-// Renew extends the lease to now + length and updates Deadline.  A lease
-// that was taken over (or expired) gives a *StaleError: ownership lost.
+// Renew extends the lease to now + length (Deadline).  A lease that was
+// taken over (or expired) gives a *StaleError: ownership lost.
 func (l *Lease) Renew(length time.Duration) error {
-	c, err := l.r.handle("renew")
+	c, err := l.handle("renew")
 	if err != nil {
 		return err
 	}
@@ -198,7 +247,6 @@ func (l *Lease) Renew(length time.Duration) error {
 		return stale(e, l, "", 0)
 	}
 	l.length = length
-	l.Deadline = monoToTime(uint64(l.c.deadline_ns))
 	return nil
 }
 
@@ -212,7 +260,7 @@ func (l *Lease) Release() error {
 	if ka != nil {
 		ka.stop()
 	}
-	c, err := l.r.handle("release")
+	c, err := l.handle("release")
 	if err != nil {
 		return err
 	}
@@ -226,7 +274,7 @@ func (l *Lease) Release() error {
 // of its key: one atomic read, to let a long job stop early.  Never a
 // substitute for the fenced check at the resource (Commit).
 func (l *Lease) Check() bool {
-	c, err := l.r.handle("check")
+	c, err := l.handle("check")
 	if err != nil {
 		return false
 	}

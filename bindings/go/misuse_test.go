@@ -17,6 +17,110 @@ import (
 // The binding under misuse (issue 26): what a new user gets wrong must be
 // refused or cleaned up, never accepted or leaked.
 
+// A Lease is valid only with the Region that acquired it: a Commit through
+// another Region (another region file, or another Open of the same file)
+// is refused and writes nothing, and a nil or hand-made Lease is refused
+// instead of reaching C (issue 26, defect 2).
+func TestForeignLease(t *testing.T) { /* I2 */
+	da, db := startDaemon(t), startDaemon(t)
+	ra, rb := da.open(t), db.open(t)
+	ra2 := da.open(t) // the same file as ra, another handle
+
+	// B's real holder of "k" writes B's record.
+	lb := mustAcquire(t, rb, "k", time.Minute)
+	if _, err := rb.Commit(lb, "rec", []byte("B's holder"), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rb.CommitU64(lb, "ptr", 7, false); err != nil {
+		t.Fatal(err)
+	}
+	// A lease of the same key name in A, with a token greater than the
+	// one B's record accepted if the epochs allow (both daemons are new:
+	// the second acquisition's is): nothing but the Region decides.
+	la := mustAcquire(t, ra, "k", time.Minute)
+	if la.Token <= lb.Token {
+		la.Release()
+		la = mustAcquire(t, ra, "k", time.Minute)
+	}
+	defer la.Release()
+	checkForeign(t, rb, la, lb)
+	// Another handle of A's own file refuses it too (the C library also
+	// does: fl_lease.region).
+	if _, err := ra2.Commit(la, "rec2", []byte("x"), false); !isForeign(err) {
+		t.Fatalf("commit of ra's lease through ra2: %v", err)
+	}
+	if _, _, err := ra2.Read("rec2"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ra2's record after the refused commit: %v", err)
+	}
+	// Through its own Region it is an ordinary lease.
+	if _, err := ra.Commit(la, "rec", []byte("A's holder"), false); err != nil {
+		t.Fatal(err)
+	}
+
+	// nil and hand-made leases: EINVAL, no panic, nothing written.
+	forged := &Lease{Token: lb.Token + 1, Key: "k"}
+	for name, l := range map[string]*Lease{"nil": nil, "hand-made": forged} {
+		if _, err := rb.Commit(l, "rec", []byte("forged"), false); !isNeverIssued(err) {
+			t.Errorf("commit of a %s lease: %v", name, err)
+		}
+		if _, err := rb.CommitU64(l, "ptr", 666, false); !isNeverIssued(err) {
+			t.Errorf("commit u64 of a %s lease: %v", name, err)
+		}
+	}
+	if err := forged.Renew(time.Second); !isNeverIssued(err) {
+		t.Errorf("renew of a hand-made lease: %v", err)
+	}
+	if err := forged.Release(); !isNeverIssued(err) {
+		t.Errorf("release of a hand-made lease: %v", err)
+	}
+	if forged.Check() {
+		t.Error("a hand-made lease checks as current")
+	}
+	if _, err := forged.KeepAlive(nil); !isNeverIssued(err) {
+		t.Errorf("keepalive of a hand-made lease: %v", err)
+	}
+	checkUntouched(t, rb, lb)
+	if err := lb.Release(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func checkForeign(t *testing.T, rb *Region, la, lb *Lease) {
+	t.Helper()
+	if _, err := rb.Commit(la, "rec", []byte("A's holder"), false); !isForeign(err) {
+		t.Fatalf("commit of A's lease through B: %v", err)
+	}
+	if _, err := rb.Commit(la, "rec", []byte("A's holder"), true); !isForeign(err) {
+		t.Fatalf("strict commit of A's lease through B: %v", err)
+	}
+	if _, err := rb.CommitU64(la, "ptr", 666, false); !isForeign(err) {
+		t.Fatalf("commit u64 of A's lease through B: %v", err)
+	}
+	checkUntouched(t, rb, lb)
+}
+
+func checkUntouched(t *testing.T, rb *Region, lb *Lease) {
+	t.Helper()
+	if data, fence, err := rb.Read("rec"); err != nil || string(data) != "B's holder" || fence != lb.Token {
+		t.Fatalf("B's record: %q fence %d (%v), want B's holder's, fence %d", data, fence, err, lb.Token)
+	}
+	if v, fence, err := rb.ReadU64("ptr"); err != nil || v != 7 || fence != lb.Token {
+		t.Fatalf("B's u64 record: %d fence %d (%v)", v, fence, err)
+	}
+}
+
+func isForeign(err error) bool {
+	var fe *Error
+	return errors.As(err, &fe) && errors.Is(err, syscall.EINVAL) && fe.Op == "commit" &&
+		strings.Contains(fe.Message, "belongs to another Region")
+}
+
+func isNeverIssued(err error) bool {
+	var fe *Error
+	return errors.As(err, &fe) && errors.Is(err, syscall.EINVAL) &&
+		strings.Contains(fe.Message, "never issued")
+}
+
 // A Region dropped without Close is closed by its finalizer: more Regions
 // than the supervisor has client entries can be opened and dropped in
 // turn, and a lock held by a dropped Region is released as a death
@@ -130,6 +234,53 @@ func TestErrorText(t *testing.T) {
 		if got := c.e.Error(); got != c.want {
 			t.Errorf("%#v: %q, want %q", c.e, got, c.want)
 		}
+	}
+}
+
+// Deadline follows the keepalive's renewals: a short lease kept alive past
+// its first deadline has a later one (issue 26, defect 11).
+func TestDeadlineFollowsKeepAlive(t *testing.T) {
+	r := startDaemon(t).open(t)
+	l := mustAcquire(t, r, "k", 300*time.Millisecond)
+	first := l.Deadline()
+	stop, err := l.KeepAlive(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Readers on other goroutines while the keepalive renews (the race
+	// detector checks the reads).
+	done := make(chan struct{})
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				l.Deadline()
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	time.Sleep(time.Until(first) + 200*time.Millisecond)
+	now := time.Now()
+	kept := l.Deadline()
+	close(done)
+	<-read
+	if !l.Check() {
+		t.Fatal("the kept lease is not current")
+	}
+	if !kept.After(first) || !kept.After(now) {
+		t.Fatalf("Deadline %v while kept alive, %v after the first deadline %v",
+			kept, now.Sub(first), first)
+	}
+	stop()
+	if after := l.Deadline(); after.Before(kept) {
+		t.Fatalf("Deadline %v after stop, before %v", after, kept)
+	}
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
 	}
 }
 

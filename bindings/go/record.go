@@ -17,8 +17,13 @@ import (
 // success).  Errors: a *StaleError (ErrStale, ErrOwnershipLost) carrying the
 // token the record had accepted; ErrScope if the record belongs to another
 // key; an *Error with EMSGSIZE, EINVAL, ENOSPC or EPROTO otherwise.  It
-// checks the token against the record, not the lease's deadline.
+// checks the token against the record, not the lease's deadline.  A Lease
+// of another Region (another region file, or another Open of the same one)
+// is refused with EINVAL: it names a lock of that handle.
 func (r *Region) Commit(l *Lease, record string, data []byte, strict bool) (accepted uint64, err error) {
+	if e := r.issued("commit", l); e != nil {
+		return 0, e
+	}
 	e, acc, err := r.commitCall(record, func(c *C.fl_region, name *C.char, acc *C.uint64_t) C.int {
 		return C.fl_commit(c, &l.c, name, dataPtr(data), C.size_t(len(data)), commitFlags(strict), acc)
 	})
@@ -31,6 +36,9 @@ func (r *Region) Commit(l *Lease, record string, data []byte, strict bool) (acce
 // CommitU64 commits one 64-bit value (8 bytes, little-endian): the
 // fenced-pointer pattern.  Errors as Commit.
 func (r *Region) CommitU64(l *Lease, record string, value uint64, strict bool) (accepted uint64, err error) {
+	if e := r.issued("commit", l); e != nil {
+		return 0, e
+	}
 	e, acc, err := r.commitCall(record, func(c *C.fl_region, name *C.char, acc *C.uint64_t) C.int {
 		return C.fl_commit_u64(c, &l.c, name, C.uint64_t(value), commitFlags(strict), acc)
 	})
