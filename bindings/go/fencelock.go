@@ -110,8 +110,8 @@ func closedError(op string) *Error {
 // contain NUL bytes; C would silently cut the name there (and "a\x00b"
 // would name the key "a"), so such names are refused.
 func cString(op, what, s string) ([]byte, *Error) {
-	if strings.IndexByte(s, 0) >= 0 {
-		return nil, &Error{Errno: syscall.EINVAL, Op: op, Message: what + " contains a NUL byte"}
+	if e := checkName(op, what, s); e != nil {
+		return nil, e
 	}
 	b := make([]byte, len(s)+1)
 	copy(b, s)
@@ -119,6 +119,20 @@ func cString(op, what, s string) ([]byte, *Error) {
 }
 
 func cptr(b []byte) *C.char { return (*C.char)(unsafe.Pointer(&b[0])) }
+
+// checkName is cString's check without the copy, for the calls whose C
+// side copies the Go string itself.
+func checkName(op, what, s string) *Error {
+	if strings.IndexByte(s, 0) >= 0 {
+		return &Error{Errno: syscall.EINVAL, Op: op, Message: what + " contains a NUL byte"}
+	}
+	return nil
+}
+
+// handleArg passes a region handle to the C helpers that take it as an
+// integer (lease.go says why).  It is C memory: the garbage collector
+// neither sees nor moves it.
+func handleArg(c *C.fl_region) C.uintptr_t { return C.uintptr_t(uintptr(unsafe.Pointer(c))) }
 
 // Open opens a region and registers this process with its supervisor.
 // region "" means $FENCELOCK_REGION if set, else DefaultRegionPath().  With

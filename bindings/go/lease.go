@@ -2,7 +2,32 @@ package fencelock
 
 /*
 #include <errno.h>
+#include <stdint.h>
 #include <fencelock.h>
+#include "flgo.h"
+
+// The hot calls.  The region and cancel handles come as uintptr_t: cgo
+// checks an argument that points to a structure it cannot see into (these
+// opaque ones) for Go pointers by boxing it in an interface, an allocation
+// per call.  The key comes as the Go string itself (flgo_name).
+static int flgo_acquire(uintptr_t r, _GoString_ key, const fl_key *kh, uint64_t lease_ns,
+                        int64_t timeout_ns, uintptr_t cancel, fl_lease *out)
+{
+    fl_region *reg = (fl_region *)r;
+    fl_cancel *w = (fl_cancel *)cancel;
+    if (kh)
+        return w ? fl_acquire_key_cancelable(reg, kh, lease_ns, timeout_ns, w, out)
+                 : fl_acquire_key(reg, kh, lease_ns, timeout_ns, out);
+    char k[FL_KEY_MAX + 2];
+    flgo_name(k, key);
+    return w ? fl_acquire_cancelable(reg, k, lease_ns, timeout_ns, w, out)
+             : fl_acquire(reg, k, lease_ns, timeout_ns, out);
+}
+
+static int flgo_release(uintptr_t r, fl_lease *lease)
+{
+    return fl_release((fl_region *)r, lease);
+}
 */
 import "C"
 
@@ -12,6 +37,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // Lease is one acquisition of a key.  Token, Key and the two flags never
@@ -101,18 +127,16 @@ func (l *Lease) handle(op string) (*C.fl_region, error) {
 // goroutines; a thousand waiters are a thousand threads).  A ctx that can
 // be done adds a goroutine per wait, which triggers the cancellation.
 func (r *Region) Acquire(ctx context.Context, key string, lease time.Duration) (*Lease, error) {
-	k, cerr := cString("acquire", "key", key)
-	if cerr != nil {
-		return nil, cerr
+	if e := checkName("acquire", "key", key); e != nil {
+		return nil, e
 	}
-	return r.acquire(ctx, target{name: key, k: k}, lease)
+	return r.acquire(ctx, target{name: key}, lease)
 }
 
-// target is what an acquisition names: the key's NUL-terminated bytes, or
-// a resolved key handle (kh, the C library's fl_key; k is nil then).
+// target is what an acquisition names: the key, or a resolved key handle
+// (kh, the C library's fl_key).
 type target struct {
 	name string
-	k    []byte
 	kh   *C.fl_key
 }
 
@@ -267,7 +291,7 @@ func (l *Lease) Release() error {
 	defer l.r.mu.RUnlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return stale(call("release", func() C.int { return C.fl_release(c, &l.c) }), l, "", 0)
+	return stale(call("release", func() C.int { return C.flgo_release(handleArg(c), &l.c) }), l, "", 0)
 }
 
 // Check reports whether the lease is still the current, unexpired holding
@@ -318,15 +342,8 @@ func acquireOnce(c *C.fl_region, k target, leaseNs C.uint64_t, timeout C.int64_t
 // path allocates nothing for it.
 func cAcquire(c *C.fl_region, k target, leaseNs C.uint64_t, timeout C.int64_t, w *C.fl_cancel,
 	out *C.fl_lease) C.int {
-	switch {
-	case k.kh != nil && w == nil:
-		return C.fl_acquire_key(c, k.kh, leaseNs, timeout, out)
-	case k.kh != nil:
-		return C.fl_acquire_key_cancelable(c, k.kh, leaseNs, timeout, w, out)
-	case w == nil:
-		return C.fl_acquire(c, cptr(k.k), leaseNs, timeout, out)
-	}
-	return C.fl_acquire_cancelable(c, cptr(k.k), leaseNs, timeout, w, out)
+	return C.flgo_acquire(handleArg(c), k.name, k.kh, leaseNs, timeout,
+		C.uintptr_t(uintptr(unsafe.Pointer(w))), out)
 }
 
 // Key is a key looked up once (Region.Key, the C library's
