@@ -44,6 +44,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -67,9 +68,13 @@ type Region struct {
 	// triggers them all, which ends every wait, then frees them once it
 	// holds mu for writing (no wait and no trigger can use one then).
 	cancelMu sync.Mutex
-	closing  bool
+	closing  atomic.Bool // set under cancelMu, read without it by the fast path
 	cancels  []*C.fl_cancel
 	idle     []*C.fl_cancel
+	// spare is one idle cancel (nil if none) lent and given back without
+	// cancelMu: the uncontended Acquire takes and returns one per call.
+	// It is one of cancels, so Close triggers and frees it too.
+	spare atomic.Pointer[C.fl_cancel]
 }
 
 // call runs one C function on a locked OS thread and, if it returns a
@@ -204,7 +209,7 @@ func (r *Region) Close() error {
 		ka.stop()
 	}
 	r.cancelMu.Lock()
-	r.closing = true
+	r.closing.Store(true)
 	for _, w := range r.cancels {
 		C.fl_cancel_trigger(w)
 	}
@@ -220,6 +225,7 @@ func (r *Region) Close() error {
 		C.fl_cancel_free(w)
 	}
 	r.cancels, r.idle = nil, nil
+	r.spare.Store(nil)
 	r.cancelMu.Unlock()
 	return nil
 }

@@ -223,9 +223,18 @@ func watchCtx(w *C.fl_cancel, done <-chan struct{}, finished, watched chan struc
 // takeCancel gives an untriggered fl_cancel for one wait, or ErrClosed
 // once Close has begun (Close triggers only the cancels it finds).
 func (r *Region) takeCancel() (*C.fl_cancel, *Error) {
+	if w := r.spare.Swap(nil); w != nil {
+		// Looked at after the swap: Close sets closing before it triggers
+		// the cancels, and one given back after that (putCancel saw
+		// closing unset, then reset Close's trigger) is seen here.
+		if r.closing.Load() {
+			return nil, closedError("acquire")
+		}
+		return w, nil
+	}
 	r.cancelMu.Lock()
 	defer r.cancelMu.Unlock()
-	if r.closing {
+	if r.closing.Load() {
 		return nil, closedError("acquire")
 	}
 	if n := len(r.idle); n > 0 {
@@ -244,14 +253,22 @@ func (r *Region) takeCancel() (*C.fl_cancel, *Error) {
 // putCancel gives w back for the next wait, reset if a ctx goroutine
 // (watched: there was one, and it has ended) triggered it, and reports
 // whether Close has begun: then Close may have triggered w, and frees it.
+// (Close frees the cancels only once it holds r.mu, which the waits
+// read-hold from before takeCancel to after putCancel.)
 func (r *Region) putCancel(w *C.fl_cancel, watched bool) (closing bool) {
-	r.cancelMu.Lock()
-	defer r.cancelMu.Unlock()
-	if r.closing {
+	if r.closing.Load() {
 		return true
 	}
 	if watched && C.fl_cancel_is_triggered(w) != 0 {
 		C.fl_cancel_reset(w)
+	}
+	if r.spare.CompareAndSwap(nil, w) {
+		return false
+	}
+	r.cancelMu.Lock()
+	defer r.cancelMu.Unlock()
+	if r.closing.Load() {
+		return true
 	}
 	r.idle = append(r.idle, w)
 	return false
