@@ -62,10 +62,9 @@ type Lease struct {
 // Deadline is when the lease ends unless renewed: set by Acquire and Renew
 // and, while a keepalive runs, its latest renewal (fl_keepalive_status), so
 // it stays current as KeepAlive renews.  The time.Time carries a monotonic
-// reading (see the Deadline conversion in fencelock.go): time.Until(
-// l.Deadline()) is the lease left.  Safe from any goroutine.  (Deadline was
-// a field before issue 26; it is a method so that it can follow the
-// keepalive.)
+// reading (see the Deadline conversion in fencelock.go), so time.Until of
+// it is the lease left.  Safe from any goroutine.  (Deadline was a field
+// before issue 26; it is a method so that it can follow the keepalive.)
 func (l *Lease) Deadline() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
