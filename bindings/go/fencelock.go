@@ -186,8 +186,10 @@ func open(op, region string, f func(*C.char, **C.fl_region) C.int) (*Region, err
 		r.readCap = int(info.record_size)
 	}
 	// (Nothing r refers to refers back to it, but a running keepalive: a
-	// cycle through r would keep the finalizer from ever running.)
-	runtime.SetFinalizer(r, (*Region).Close)
+	// cycle through r would keep the finalizer from ever running.)  Close
+	// runs in a goroutine of its own: fl_close may take a network
+	// backend's request timeout, and one goroutine runs every finalizer.
+	runtime.SetFinalizer(r, func(r *Region) { go r.Close() })
 	return r, nil
 }
 
