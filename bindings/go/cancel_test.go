@@ -3,6 +3,7 @@ package fencelock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"syscall"
 	"testing"
@@ -147,5 +148,56 @@ func waitForWaiters(t *testing.T, r *Region, key string, n uint32) {
 			t.Fatalf("%d waiters on %q did not begin to wait", n, key)
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// Close while goroutines acquire and release in a loop, two of them on one
+// key (so some calls wait): every loop ends with ErrClosed, none hangs,
+// whichever of the Region's cancels (the spare, the idle list) its waits
+// held when Close came.
+func TestCloseUnderLoad(t *testing.T) {
+	d := startDaemon(t)
+	r, err := Open(d.region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const loops = 4
+	warm := make(chan struct{}, loops)
+	ended := make(chan error, loops)
+	for i := 0; i < loops; i++ {
+		key := fmt.Sprintf("k%d", i/2)
+		go func() {
+			for n := 0; ; n++ {
+				if n == 100 {
+					warm <- struct{}{}
+				}
+				l, err := r.Acquire(context.Background(), key, time.Minute)
+				if err == nil {
+					err = l.Release()
+				}
+				if err != nil {
+					ended <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < loops; i++ {
+		select {
+		case <-warm:
+		case err := <-ended:
+			t.Fatalf("a loop ended before Close: %v", err)
+		}
+	}
+	r.Close()
+	for i := 0; i < loops; i++ {
+		select {
+		case err := <-ended:
+			if !errors.Is(err, ErrClosed) {
+				t.Fatalf("a loop ended with %v, want ErrClosed", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a loop did not end after Close")
+		}
 	}
 }

@@ -48,13 +48,36 @@ type Error struct {
 func (e *Error) Error() string {
 	msg := e.Message
 	if msg == "" {
-		msg = C.GoString(C.fl_strerror(C.int(-e.Errno)))
+		if msg = C.GoString(C.fl_strerror(C.int(-e.Errno))); msg == "unknown error" {
+			msg = e.Errno.Error()
+		}
 	}
-	s := "fencelock: " + e.Op + ": " + msg + " (" + C.GoString(C.fl_err_name(C.int(-e.Errno))) + ")"
+	s := "fencelock: " + e.Op + ": " + msg + " (" + errnoName(e.Errno) + ")"
 	if e.cause != nil {
 		s += ": " + e.cause.Error()
 	}
 	return s
+}
+
+// errnoName is the errno's symbolic name: fl_err_name's for the errors the
+// C library returns, this table's for those only the binding makes (it
+// answers "E?" for them), else "errno N".
+func errnoName(errno syscall.Errno) string {
+	if n := C.GoString(C.fl_err_name(C.int(-errno))); n != "E?" {
+		return n
+	}
+	if n, ok := bindingErrnoNames[errno]; ok {
+		return n
+	}
+	return fmt.Sprintf("errno %d", int(errno))
+}
+
+// The errnos the binding itself gives: EBADF for a closed Region
+// (ErrClosed), EALREADY for a second keepalive of a lease; a dup of the
+// keepalive's fd may fail with EBADF or EMFILE (the C library knows EMFILE).
+var bindingErrnoNames = map[syscall.Errno]string{
+	syscall.EBADF:    "EBADF",
+	syscall.EALREADY: "EALREADY",
 }
 
 // Unwrap gives the errno.

@@ -44,6 +44,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -67,9 +68,13 @@ type Region struct {
 	// triggers them all, which ends every wait, then frees them once it
 	// holds mu for writing (no wait and no trigger can use one then).
 	cancelMu sync.Mutex
-	closing  bool
+	closing  atomic.Bool // set under cancelMu, read without it by the fast path
 	cancels  []*C.fl_cancel
 	idle     []*C.fl_cancel
+	// spare is one idle cancel (nil if none) lent and given back without
+	// cancelMu: the uncontended Acquire takes and returns one per call.
+	// It is one of cancels, so Close triggers and frees it too.
+	spare atomic.Pointer[C.fl_cancel]
 }
 
 // call runs one C function on a locked OS thread and, if it returns a
@@ -90,7 +95,9 @@ func call(op string, f func() C.int) *Error {
 }
 
 // handle returns the C handle with r.mu read-held; the caller must call
-// r.mu.RUnlock() when it returns nil error.
+// r.mu.RUnlock() when it returns nil error, after its C calls.  That
+// unlock is a use of r after the calls, so r stays reachable through them
+// and its finalizer (see Open) cannot close the handle under a call.
 func (r *Region) handle(op string) (*C.fl_region, error) {
 	r.mu.RLock()
 	if r.c == nil {
@@ -108,8 +115,8 @@ func closedError(op string) *Error {
 // contain NUL bytes; C would silently cut the name there (and "a\x00b"
 // would name the key "a"), so such names are refused.
 func cString(op, what, s string) ([]byte, *Error) {
-	if strings.IndexByte(s, 0) >= 0 {
-		return nil, &Error{Errno: syscall.EINVAL, Op: op, Message: what + " contains a NUL byte"}
+	if e := checkName(op, what, s); e != nil {
+		return nil, e
 	}
 	b := make([]byte, len(s)+1)
 	copy(b, s)
@@ -118,12 +125,35 @@ func cString(op, what, s string) ([]byte, *Error) {
 
 func cptr(b []byte) *C.char { return (*C.char)(unsafe.Pointer(&b[0])) }
 
+// checkName is cString's check without the copy, for the calls whose C
+// side copies the Go string itself.
+func checkName(op, what, s string) *Error {
+	if strings.IndexByte(s, 0) >= 0 {
+		return &Error{Errno: syscall.EINVAL, Op: op, Message: what + " contains a NUL byte"}
+	}
+	return nil
+}
+
+// handleArg passes a region handle to the C helpers that take it as an
+// integer (lease.go says why).  It is C memory: the garbage collector
+// neither sees nor moves it.
+func handleArg(c *C.fl_region) C.uintptr_t { return C.uintptr_t(uintptr(unsafe.Pointer(c))) }
+
 // Open opens a region and registers this process with its supervisor.
 // region "" means $FENCELOCK_REGION if set, else DefaultRegionPath().  With
 // no supervisor running the region is still opened, unregistered (see
 // Registered).  A region file that does not exist gives an error for which
 // errors.Is(err, os.ErrNotExist) holds; one not ready yet (fencelockd
 // starting) gives syscall.EAGAIN.
+//
+// Close a Region when done with it.  One that becomes unreachable without
+// Close is closed by a finalizer, as an *os.File is: its locks are
+// released as if the process had died, its supervisor client entry (of
+// fencelockd --clients, whose exhaustion makes other processes' Open fail
+// with EUSERS) is freed, its fds and thread are closed.  That happens at
+// some garbage collection after it was dropped, not at once.  A Region
+// stays reachable while any of its Leases, Keys, waits or running
+// keepalives is.
 func Open(region string) (*Region, error) {
 	return open("open", region, func(p *C.char, out **C.fl_region) C.int { return C.fl_open(p, out) })
 }
@@ -155,6 +185,11 @@ func open(op, region string, f func(*C.char, **C.fl_region) C.int) (*Region, err
 	if C.fl_region_info_get(c, &info) == 0 && int(info.record_size) < r.readCap {
 		r.readCap = int(info.record_size)
 	}
+	// (Nothing r refers to refers back to it, but a running keepalive: a
+	// cycle through r would keep the finalizer from ever running.)  Close
+	// runs in a goroutine of its own: fl_close may take a network
+	// backend's request timeout, and one goroutine runs every finalizer.
+	runtime.SetFinalizer(r, func(r *Region) { go r.Close() })
 	return r, nil
 }
 
@@ -165,6 +200,7 @@ func open(op, region string, f func(*C.char, **C.fl_region) C.int) (*Region, err
 // of the region must not be used afterwards: their calls return ErrClosed.
 // Closing twice is harmless.
 func (r *Region) Close() error {
+	runtime.SetFinalizer(r, nil)
 	r.kaMu.Lock()
 	kas := make([]*keepalive, 0, len(r.keepalives))
 	for ka := range r.keepalives {
@@ -175,7 +211,7 @@ func (r *Region) Close() error {
 		ka.stop()
 	}
 	r.cancelMu.Lock()
-	r.closing = true
+	r.closing.Store(true)
 	for _, w := range r.cancels {
 		C.fl_cancel_trigger(w)
 	}
@@ -191,6 +227,7 @@ func (r *Region) Close() error {
 		C.fl_cancel_free(w)
 	}
 	r.cancels, r.idle = nil, nil
+	r.spare.Store(nil)
 	r.cancelMu.Unlock()
 	return nil
 }
@@ -211,7 +248,7 @@ const (
 	KeyMax = 127
 	// TokenMax is the greatest token the library hands out: tokens fit a
 	// SQL BIGINT (FL_TOKEN_MAX).
-	TokenMax = uint64(1<<63 - 1)
+	TokenMax uint64 = 9223372036854775807 // 1<<63 - 1
 	// TokenEpochShift: a token is epoch << TokenEpochShift | counter
 	// (FL_TOKEN_EPOCH_SHIFT).
 	TokenEpochShift = 40
@@ -223,7 +260,8 @@ const (
 	UnregisteredMax = 32
 )
 
-// The constants above are the header's: these fail to compile if not.
+// The constants above are the header's (written out, so that `go doc`
+// shows their values): these fail to compile if not.
 const (
 	_ = uint(KeyMax - C.FL_KEY_MAX)
 	_ = uint(C.FL_KEY_MAX - KeyMax)
@@ -231,6 +269,8 @@ const (
 	_ = uint(C.FL_TOKEN_EPOCH_SHIFT - TokenEpochShift)
 	_ = uint(UnregisteredMax - C.FL_UNREGISTERED_MAX)
 	_ = uint(C.FL_UNREGISTERED_MAX - UnregisteredMax)
+	_ = uint64(TokenMax - C.FL_TOKEN_MAX)
+	_ = uint64(C.FL_TOKEN_MAX - TokenMax)
 )
 
 // (a map literal with two equal constant keys does not compile)

@@ -303,14 +303,14 @@ func TestDeadline(t *testing.T) { /* I11 */
 	before := time.Now()
 	l := mustAcquire(t, r, "k", 2*time.Second)
 	after := time.Now()
-	if l.Deadline.Before(before.Add(2*time.Second-time.Millisecond)) ||
-		l.Deadline.After(after.Add(2*time.Second+time.Millisecond)) {
-		t.Fatalf("deadline %v not within [%v, %v] + 2 s", l.Deadline, before, after)
+	if l.Deadline().Before(before.Add(2*time.Second-time.Millisecond)) ||
+		l.Deadline().After(after.Add(2*time.Second+time.Millisecond)) {
+		t.Fatalf("deadline %v not within [%v, %v] + 2 s", l.Deadline(), before, after)
 	}
 	if err := l.Renew(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if left := time.Until(l.Deadline); left < 4*time.Second || left > 5*time.Second+time.Millisecond {
+	if left := time.Until(l.Deadline()); left < 4*time.Second || left > 5*time.Second+time.Millisecond {
 		t.Fatalf("after renew, %v left", left)
 	}
 	l.Release()
@@ -336,8 +336,8 @@ func TestKeepAlive(t *testing.T) {
 	}
 	stop()
 	stop()
-	if time.Until(l.Deadline) <= 0 || time.Until(l.Deadline) > 60*time.Millisecond {
-		t.Fatalf("deadline after stop: %v left", time.Until(l.Deadline))
+	if time.Until(l.Deadline()) <= 0 || time.Until(l.Deadline()) > 60*time.Millisecond {
+		t.Fatalf("deadline after stop: %v left", time.Until(l.Deadline()))
 	}
 	select {
 	case <-lost:

@@ -1,3 +1,3 @@
-module fencelock
+module github.com/fencelock/fencelock/bindings/go
 
 go 1.19

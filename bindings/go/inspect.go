@@ -64,26 +64,53 @@ type LockInfo struct {
 	Timeouts       uint64
 }
 
-// Lock states of LockInfo.State.
+// Lock states of LockInfo.State (FL_LOCK_*).
 const (
-	LockFree    = int(C.FL_LOCK_FREE)
-	LockHeld    = int(C.FL_LOCK_HELD)
-	LockExpired = int(C.FL_LOCK_EXPIRED)
+	LockFree    int = 0 // nobody holds it
+	LockHeld    int = 1 // held by an unexpired lease
+	LockExpired int = 2 // held by a lease whose deadline has passed
 )
 
-// Run states of RegionInfo.RunState: how the last supervisor's run went.
+// Run states of RegionInfo.RunState (FL_RUN_*): how the last supervisor's
+// run went.
 const (
-	RunNever   = uint32(C.FL_RUN_NEVER)   // no supervisor has served the region
-	RunStarted = uint32(C.FL_RUN_STARTED) // one started and has not shut down cleanly
-	RunClean   = uint32(C.FL_RUN_CLEAN)   // the last one shut down cleanly
+	RunNever   uint32 = 0 // no supervisor has served the region
+	RunStarted uint32 = 1 // one started and has not shut down cleanly: it runs (Served), or died
+	RunClean   uint32 = 2 // the last one shut down cleanly
 )
 
-// Operations named by LockInfo and RecordInfo.
+// Operations named by LockInfo.LastStaleOp and RecordInfo.LastRejectedOp
+// (FL_OP_*).
 const (
-	OpCommit       = uint32(C.FL_OP_COMMIT)
-	OpStrictCommit = uint32(C.FL_OP_STRICT_COMMIT)
-	OpRenew        = uint32(C.FL_OP_RENEW)
-	OpRelease      = uint32(C.FL_OP_RELEASE)
+	OpCommit       uint32 = 1 // Commit, not strict
+	OpStrictCommit uint32 = 2 // Commit with strict
+	OpRenew        uint32 = 3 // Renew (or a keepalive's renewal)
+	OpRelease      uint32 = 4 // Release
+)
+
+// The values above are written out so that `go doc` shows them; these fail
+// to compile if one differs from the header's.
+const (
+	_ = uint(LockFree - C.FL_LOCK_FREE)
+	_ = uint(C.FL_LOCK_FREE - LockFree)
+	_ = uint(LockHeld - C.FL_LOCK_HELD)
+	_ = uint(C.FL_LOCK_HELD - LockHeld)
+	_ = uint(LockExpired - C.FL_LOCK_EXPIRED)
+	_ = uint(C.FL_LOCK_EXPIRED - LockExpired)
+	_ = uint(RunNever - C.FL_RUN_NEVER)
+	_ = uint(C.FL_RUN_NEVER - RunNever)
+	_ = uint(RunStarted - C.FL_RUN_STARTED)
+	_ = uint(C.FL_RUN_STARTED - RunStarted)
+	_ = uint(RunClean - C.FL_RUN_CLEAN)
+	_ = uint(C.FL_RUN_CLEAN - RunClean)
+	_ = uint(OpCommit - C.FL_OP_COMMIT)
+	_ = uint(C.FL_OP_COMMIT - OpCommit)
+	_ = uint(OpStrictCommit - C.FL_OP_STRICT_COMMIT)
+	_ = uint(C.FL_OP_STRICT_COMMIT - OpStrictCommit)
+	_ = uint(OpRenew - C.FL_OP_RENEW)
+	_ = uint(C.FL_OP_RENEW - OpRenew)
+	_ = uint(OpRelease - C.FL_OP_RELEASE)
+	_ = uint(C.FL_OP_RELEASE - OpRelease)
 )
 
 // RecordInfo describes one fenced record (fl_record_info).

@@ -35,15 +35,17 @@ type keepalive struct {
 
 // KeepAlive keeps the lease renewed from a background thread of the C
 // library, each renewal extending it by the length last given to Acquire
-// or Renew (renewing when a third of it has passed).  When a renewal fails
-// (the process was stopped past its lease and the key taken over) the lease
-// is lost: onLost, if not nil, is called once from its own goroutine, and
-// the holder must stop using the lease.  stop ends the renewals and updates
-// Deadline; it is idempotent, may be called from onLost, and once it has
-// returned onLost is not started any more (one already running may still
-// be).  Release stops the keepalive itself, and Region.Close stops all.
+// or Renew (renewing when a third of it has passed); Deadline follows the
+// renewals.  When a renewal fails (the process was stopped past its lease
+// and the key taken over) the lease is lost: onLost, if not nil, is called
+// once from its own goroutine, and the holder must stop using the lease.
+// stop ends the renewals; it is idempotent, may be called from onLost, and
+// once it has returned onLost is not started any more (one already running
+// may still be).  Release stops the keepalive itself, and Region.Close
+// stops all.  A Region with a running keepalive is in use: it is not
+// closed when dropped (see Open) until stop, Release or Close.
 func (l *Lease) KeepAlive(onLost func()) (stop func(), err error) {
-	c, herr := l.r.handle("keepalive")
+	c, herr := l.handle("keepalive")
 	if herr != nil {
 		return nil, herr
 	}
@@ -106,8 +108,9 @@ func (ka *keepalive) stop() {
 		l.mu.Lock()
 		var latest C.fl_lease
 		C.fl_keepalive_stop(ka.k, &latest)
-		l.c.deadline_ns = latest.deadline_ns
-		l.Deadline = monoToTime(uint64(latest.deadline_ns))
+		if latest.deadline_ns > l.c.deadline_ns { // a Renew meanwhile may be later
+			l.c.deadline_ns = latest.deadline_ns
+		}
 		l.ka = nil
 		l.mu.Unlock()
 		l.r.kaMu.Lock()

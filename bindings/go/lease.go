@@ -2,7 +2,32 @@ package fencelock
 
 /*
 #include <errno.h>
+#include <stdint.h>
 #include <fencelock.h>
+#include "flgo.h"
+
+// The hot calls.  The region and cancel handles come as uintptr_t: cgo
+// checks an argument that points to a structure it cannot see into (these
+// opaque ones) for Go pointers by boxing it in an interface, an allocation
+// per call.  The key comes as the Go string itself (flgo_name).
+static int flgo_acquire(uintptr_t r, _GoString_ key, const fl_key *kh, uint64_t lease_ns,
+                        int64_t timeout_ns, uintptr_t cancel, fl_lease *out)
+{
+    fl_region *reg = (fl_region *)r;
+    fl_cancel *w = (fl_cancel *)cancel;
+    if (kh)
+        return w ? fl_acquire_key_cancelable(reg, kh, lease_ns, timeout_ns, w, out)
+                 : fl_acquire_key(reg, kh, lease_ns, timeout_ns, out);
+    char k[FL_KEY_MAX + 2];
+    flgo_name(k, key);
+    return w ? fl_acquire_cancelable(reg, k, lease_ns, timeout_ns, w, out)
+             : fl_acquire(reg, k, lease_ns, timeout_ns, out);
+}
+
+static int flgo_release(uintptr_t r, fl_lease *lease)
+{
+    return fl_release((fl_region *)r, lease);
+}
 */
 import "C"
 
@@ -12,15 +37,14 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // Lease is one acquisition of a key.  Token, Key and the two flags never
-// change; Deadline is updated by Renew and when a keepalive stops.  Read
-// Deadline only from the goroutine that renews (or after stop returned).
+// change; Deadline() follows Renew and a running keepalive.
 type Lease struct {
-	Token    uint64    // fencing token: greater than every earlier one of Key
-	Key      string    // the key acquired
-	Deadline time.Time // when the lease ends unless renewed (monotonic reading: see Deadline conversion)
+	Token uint64 // fencing token: greater than every earlier one of Key
+	Key   string // the key acquired
 	// ExpiredPrevious: the previous holder's lease ran out while held (it
 	// may still be running and write with its old token).
 	ExpiredPrevious bool
@@ -30,9 +54,60 @@ type Lease struct {
 
 	r      *Region
 	length time.Duration // the lease length last asked for (KeepAlive renews by it)
-	mu     sync.Mutex    // serialises Renew, Release and keepalive start/stop
-	c      C.fl_lease    // token and slot are immutable; deadline_ns is written under mu
+	mu     sync.Mutex    // serialises Renew, Release, Deadline and keepalive start/stop
+	c      C.fl_lease    // token, slot and region are immutable; deadline_ns is written under mu
 	ka     *keepalive    // running keepalive, under mu
+}
+
+// Deadline is when the lease ends unless renewed: set by Acquire and Renew
+// and, while a keepalive runs, its latest renewal (fl_keepalive_status), so
+// it stays current as KeepAlive renews.  The time.Time carries a monotonic
+// reading (see the Deadline conversion in fencelock.go), so time.Until of
+// it is the lease left.  Safe from any goroutine.  (Deadline was a field
+// before issue 26; it is a method so that it can follow the keepalive.)
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ns := l.c.deadline_ns
+	if l.ka != nil {
+		// l.ka is stopped, and ka.k freed, only under l.mu.
+		var kept C.fl_lease
+		C.fl_keepalive_status(l.ka.k, &kept)
+		// The later of the two: a Renew made while the keepalive runs
+		// sets l.c until the keepalive's next renewal (equal lengths: the
+		// later deadline is the later write).
+		if kept.deadline_ns > ns {
+			ns = kept.deadline_ns
+		}
+	}
+	return monoToTime(uint64(ns))
+}
+
+// issued refuses a Lease that r did not issue: a Lease of another Region
+// (another region file, or another Open of the same one) names a lock slot
+// of that handle, which in r may be another key's.  The C library refuses
+// it too (-EINVAL, by fl_lease.region); this says which Region, and keeps
+// a nil or hand-made Lease from reaching C at all.
+func (r *Region) issued(op string, l *Lease) *Error {
+	if l == nil || l.r == nil {
+		return &Error{Errno: syscall.EINVAL, Op: op,
+			Message: "the lease was never issued (only Acquire and AcquireKey make a Lease)"}
+	}
+	if l.r != r {
+		return &Error{Errno: syscall.EINVAL, Op: op,
+			Message: "the lease belongs to another Region (" + l.r.path +
+				"): a Lease is valid only with the Region that acquired it"}
+	}
+	return nil
+}
+
+// handle is Region.handle of the lease's Region (see there), EINVAL for a
+// Lease no Acquire made.
+func (l *Lease) handle(op string) (*C.fl_region, error) {
+	if l.r == nil {
+		return nil, (*Region)(nil).issued(op, l)
+	}
+	return l.r.handle(op)
 }
 
 // Acquire takes the lock of key with a lease of the given length, waiting
@@ -51,18 +126,16 @@ type Lease struct {
 // goroutines; a thousand waiters are a thousand threads).  A ctx that can
 // be done adds a goroutine per wait, which triggers the cancellation.
 func (r *Region) Acquire(ctx context.Context, key string, lease time.Duration) (*Lease, error) {
-	k, cerr := cString("acquire", "key", key)
-	if cerr != nil {
-		return nil, cerr
+	if e := checkName("acquire", "key", key); e != nil {
+		return nil, e
 	}
-	return r.acquire(ctx, target{name: key, k: k}, lease)
+	return r.acquire(ctx, target{name: key}, lease)
 }
 
-// target is what an acquisition names: the key's NUL-terminated bytes, or
-// a resolved key handle (kh, the C library's fl_key; k is nil then).
+// target is what an acquisition names: the key, or a resolved key handle
+// (kh, the C library's fl_key).
 type target struct {
 	name string
-	k    []byte
 	kh   *C.fl_key
 }
 
@@ -92,7 +165,6 @@ func (r *Region) acquire(ctx context.Context, k target, lease time.Duration) (*L
 	}
 	if e == nil {
 		l.Token = uint64(l.c.token)
-		l.Deadline = monoToTime(uint64(l.c.deadline_ns))
 		l.ExpiredPrevious = l.c.flags&C.FL_LEASE_EXPIRED != 0
 		l.OwnerDiedPrevious = l.c.flags&C.FL_LEASE_OWNER_DIED != 0
 		return l, nil
@@ -150,9 +222,18 @@ func watchCtx(w *C.fl_cancel, done <-chan struct{}, finished, watched chan struc
 // takeCancel gives an untriggered fl_cancel for one wait, or ErrClosed
 // once Close has begun (Close triggers only the cancels it finds).
 func (r *Region) takeCancel() (*C.fl_cancel, *Error) {
+	if w := r.spare.Swap(nil); w != nil {
+		// Looked at after the swap: Close sets closing before it triggers
+		// the cancels, and one given back after that (putCancel saw
+		// closing unset, then reset Close's trigger) is seen here.
+		if r.closing.Load() {
+			return nil, closedError("acquire")
+		}
+		return w, nil
+	}
 	r.cancelMu.Lock()
 	defer r.cancelMu.Unlock()
-	if r.closing {
+	if r.closing.Load() {
 		return nil, closedError("acquire")
 	}
 	if n := len(r.idle); n > 0 {
@@ -171,23 +252,31 @@ func (r *Region) takeCancel() (*C.fl_cancel, *Error) {
 // putCancel gives w back for the next wait, reset if a ctx goroutine
 // (watched: there was one, and it has ended) triggered it, and reports
 // whether Close has begun: then Close may have triggered w, and frees it.
+// (Close frees the cancels only once it holds r.mu, which the waits
+// read-hold from before takeCancel to after putCancel.)
 func (r *Region) putCancel(w *C.fl_cancel, watched bool) (closing bool) {
-	r.cancelMu.Lock()
-	defer r.cancelMu.Unlock()
-	if r.closing {
+	if r.closing.Load() {
 		return true
 	}
 	if watched && C.fl_cancel_is_triggered(w) != 0 {
 		C.fl_cancel_reset(w)
 	}
+	if r.spare.CompareAndSwap(nil, w) {
+		return false
+	}
+	r.cancelMu.Lock()
+	defer r.cancelMu.Unlock()
+	if r.closing.Load() {
+		return true
+	}
 	r.idle = append(r.idle, w)
 	return false
 }
 
-// Renew extends the lease to now + length and updates Deadline.  A lease
-// that was taken over (or expired) gives a *StaleError: ownership lost.
+// Renew extends the lease to now + length (Deadline).  A lease that was
+// taken over (or expired) gives a *StaleError: ownership lost.
 func (l *Lease) Renew(length time.Duration) error {
-	c, err := l.r.handle("renew")
+	c, err := l.handle("renew")
 	if err != nil {
 		return err
 	}
@@ -198,7 +287,6 @@ func (l *Lease) Renew(length time.Duration) error {
 		return stale(e, l, "", 0)
 	}
 	l.length = length
-	l.Deadline = monoToTime(uint64(l.c.deadline_ns))
 	return nil
 }
 
@@ -212,21 +300,21 @@ func (l *Lease) Release() error {
 	if ka != nil {
 		ka.stop()
 	}
-	c, err := l.r.handle("release")
+	c, err := l.handle("release")
 	if err != nil {
 		return err
 	}
 	defer l.r.mu.RUnlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return stale(call("release", func() C.int { return C.fl_release(c, &l.c) }), l, "", 0)
+	return stale(call("release", func() C.int { return C.flgo_release(handleArg(c), &l.c) }), l, "", 0)
 }
 
 // Check reports whether the lease is still the current, unexpired holding
 // of its key: one atomic read, to let a long job stop early.  Never a
 // substitute for the fenced check at the resource (Commit).
 func (l *Lease) Check() bool {
-	c, err := l.r.handle("check")
+	c, err := l.handle("check")
 	if err != nil {
 		return false
 	}
@@ -270,15 +358,8 @@ func acquireOnce(c *C.fl_region, k target, leaseNs C.uint64_t, timeout C.int64_t
 // path allocates nothing for it.
 func cAcquire(c *C.fl_region, k target, leaseNs C.uint64_t, timeout C.int64_t, w *C.fl_cancel,
 	out *C.fl_lease) C.int {
-	switch {
-	case k.kh != nil && w == nil:
-		return C.fl_acquire_key(c, k.kh, leaseNs, timeout, out)
-	case k.kh != nil:
-		return C.fl_acquire_key_cancelable(c, k.kh, leaseNs, timeout, w, out)
-	case w == nil:
-		return C.fl_acquire(c, cptr(k.k), leaseNs, timeout, out)
-	}
-	return C.fl_acquire_cancelable(c, cptr(k.k), leaseNs, timeout, w, out)
+	return C.flgo_acquire(handleArg(c), k.name, k.kh, leaseNs, timeout,
+		C.uintptr_t(uintptr(unsafe.Pointer(w))), out)
 }
 
 // Key is a key looked up once (Region.Key, the C library's

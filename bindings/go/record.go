@@ -1,11 +1,53 @@
 package fencelock
 
 /*
+#include <stdint.h>
 #include <fencelock.h>
+#include "flgo.h"
+
+// The commits, as the hot calls of lease.go: the region as uintptr_t, the
+// names as Go strings, the accepted token returned with the result (an
+// out-parameter in Go memory would move to the heap on every call).
+typedef struct {
+    int rc;
+    uint64_t accepted;
+} flgo_commit_result;
+
+static flgo_commit_result flgo_commit(uintptr_t r, const fl_lease *lease, _GoString_ record,
+                                      const void *data, size_t len, unsigned flags)
+{
+    char rec[FL_KEY_MAX + 2];
+    flgo_commit_result res = {0, 0};
+    res.rc = fl_commit((fl_region *)r, lease, flgo_name(rec, record), data, len, flags,
+                       &res.accepted);
+    return res;
+}
+
+static flgo_commit_result flgo_commit_u64(uintptr_t r, const fl_lease *lease, _GoString_ record,
+                                          uint64_t value, unsigned flags)
+{
+    char rec[FL_KEY_MAX + 2];
+    flgo_commit_result res = {0, 0};
+    res.rc = fl_commit_u64((fl_region *)r, lease, flgo_name(rec, record), value, flags,
+                           &res.accepted);
+    return res;
+}
+
+static flgo_commit_result flgo_commit_token(uintptr_t r, _GoString_ key, uint64_t token,
+                                            _GoString_ record, const void *data, size_t len,
+                                            unsigned flags)
+{
+    char k[FL_KEY_MAX + 2], rec[FL_KEY_MAX + 2];
+    flgo_commit_result res = {0, 0};
+    res.rc = fl_commit_token((fl_region *)r, flgo_name(k, key), token, flgo_name(rec, record),
+                             data, len, flags, &res.accepted);
+    return res;
+}
 */
 import "C"
 
 import (
+	"runtime"
 	"syscall"
 	"unsafe"
 )
@@ -17,10 +59,15 @@ import (
 // success).  Errors: a *StaleError (ErrStale, ErrOwnershipLost) carrying the
 // token the record had accepted; ErrScope if the record belongs to another
 // key; an *Error with EMSGSIZE, EINVAL, ENOSPC or EPROTO otherwise.  It
-// checks the token against the record, not the lease's deadline.
+// checks the token against the record, not the lease's deadline.  A Lease
+// of another Region (another region file, or another Open of the same one)
+// is refused with EINVAL: it names a lock of that handle.
 func (r *Region) Commit(l *Lease, record string, data []byte, strict bool) (accepted uint64, err error) {
-	e, acc, err := r.commitCall(record, func(c *C.fl_region, name *C.char, acc *C.uint64_t) C.int {
-		return C.fl_commit(c, &l.c, name, dataPtr(data), C.size_t(len(data)), commitFlags(strict), acc)
+	if e := r.issued("commit", l); e != nil {
+		return 0, e
+	}
+	e, acc, err := r.commitCall(record, func(c C.uintptr_t) C.flgo_commit_result {
+		return C.flgo_commit(c, &l.c, record, dataPtr(data), C.size_t(len(data)), commitFlags(strict))
 	})
 	if err != nil {
 		return 0, err
@@ -31,8 +78,11 @@ func (r *Region) Commit(l *Lease, record string, data []byte, strict bool) (acce
 // CommitU64 commits one 64-bit value (8 bytes, little-endian): the
 // fenced-pointer pattern.  Errors as Commit.
 func (r *Region) CommitU64(l *Lease, record string, value uint64, strict bool) (accepted uint64, err error) {
-	e, acc, err := r.commitCall(record, func(c *C.fl_region, name *C.char, acc *C.uint64_t) C.int {
-		return C.fl_commit_u64(c, &l.c, name, C.uint64_t(value), commitFlags(strict), acc)
+	if e := r.issued("commit", l); e != nil {
+		return 0, e
+	}
+	e, acc, err := r.commitCall(record, func(c C.uintptr_t) C.flgo_commit_result {
+		return C.flgo_commit_u64(c, &l.c, record, C.uint64_t(value), commitFlags(strict))
 	})
 	if err != nil {
 		return 0, err
@@ -56,13 +106,12 @@ func (r *Region) CommitU64(l *Lease, record string, value uint64, strict bool) (
 // acquired in this region, so it issued no token (nothing is created); an
 // *Error with EINVAL for token 0 or a token greater than any key issued.
 func (r *Region) CommitToken(key string, token uint64, record string, data []byte, strict bool) (accepted uint64, err error) {
-	k, cerr := cString("commit", "key", key)
-	if cerr != nil {
-		return 0, cerr
+	if e := checkName("commit", "key", key); e != nil {
+		return 0, e
 	}
-	e, acc, err := r.commitCall(record, func(c *C.fl_region, name *C.char, acc *C.uint64_t) C.int {
-		return C.fl_commit_token(c, cptr(k), C.uint64_t(token), name, dataPtr(data),
-			C.size_t(len(data)), commitFlags(strict), acc)
+	e, acc, err := r.commitCall(record, func(c C.uintptr_t) C.flgo_commit_result {
+		return C.flgo_commit_token(c, key, C.uint64_t(token), record, dataPtr(data),
+			C.size_t(len(data)), commitFlags(strict))
 	})
 	if err != nil {
 		return 0, err
@@ -73,13 +122,13 @@ func (r *Region) CommitToken(key string, token uint64, record string, data []byt
 	return acc, staleError(e, key, token, record, acc)
 }
 
-// commitCall is what every commit shares: the record name for C, the
-// region's read lock (Close cannot unmap under the call), and the call on
-// one OS thread (call).  err is for an unusable name or a closed region; e
-// is the C call's error, for the caller to classify.
-func (r *Region) commitCall(record string, f func(c *C.fl_region, name *C.char, acc *C.uint64_t) C.int) (e *Error, accepted uint64, err error) {
-	name, cerr := cString("commit", "record name", record)
-	if cerr != nil {
+// commitCall is what every commit shares: the record name's check, the
+// region's read lock (Close cannot unmap under the call), and the call
+// with fl_last_error() read on the same OS thread (as call does).  err is
+// for an unusable name or a closed region; e is the C call's error, for
+// the caller to classify.
+func (r *Region) commitCall(record string, f func(c C.uintptr_t) C.flgo_commit_result) (e *Error, accepted uint64, err error) {
+	if cerr := checkName("commit", "record name", record); cerr != nil {
 		return nil, 0, cerr
 	}
 	c, err := r.handle("commit")
@@ -87,9 +136,13 @@ func (r *Region) commitCall(record string, f func(c *C.fl_region, name *C.char, 
 		return nil, 0, err
 	}
 	defer r.mu.RUnlock()
-	var acc C.uint64_t
-	e = call("commit", func() C.int { return f(c, cptr(name), &acc) })
-	return e, uint64(acc), nil
+	runtime.LockOSThread()
+	res := f(handleArg(c))
+	if res.rc < 0 {
+		e = newError("commit", syscall.Errno(-res.rc), C.GoString(C.fl_last_error()))
+	}
+	runtime.UnlockOSThread()
+	return e, uint64(res.accepted), nil
 }
 
 // dataPtr is data's first byte for C, nil for an empty slice.

@@ -47,6 +47,28 @@ func AcquireRelease(region unsafe.Pointer, key string, n int) int {
 	return int(C.cb_acquire_release((*C.fl_region)(region), k, C.long(n)))
 }
 
+// AcquireReleaseCgo is AcquireRelease's loop in Go, each fl_acquire and
+// fl_release its own cgo call, with nothing of the binding around them:
+// what any cgo binding pays for the two calls (the analogue of the Python
+// benchmark's bare ctypes calls).
+func AcquireReleaseCgo(region unsafe.Pointer, key string, n int) int {
+	r := (*C.fl_region)(region)
+	k := C.CString(key)
+	defer C.free(unsafe.Pointer(k))
+	l := (*C.fl_lease)(C.malloc(C.sizeof_fl_lease))
+	defer C.free(unsafe.Pointer(l))
+	for i := 0; i < n; i++ {
+		rc := C.fl_acquire(r, k, 1000000000, 0, l)
+		if rc == 0 {
+			rc = C.fl_release(r, l)
+		}
+		if rc != 0 {
+			return int(rc)
+		}
+	}
+	return 0
+}
+
 // Commit8 acquires key, runs n 8-byte fl_commit calls to record, releases.
 func Commit8(region unsafe.Pointer, key, record string, n int) int {
 	k, rec := C.CString(key), C.CString(record)
