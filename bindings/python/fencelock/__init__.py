@@ -2,7 +2,7 @@
 """fencelock: leased locks with fencing tokens, for the processes of one host.
 
 A pure-Python binding (ctypes) of libfencelock; see include/fencelock.h for the
-semantics of every call and README.md ("Python") for an overview.
+semantics of every call and bindings/python/README.md for an overview.
 
     import fencelock
     with fencelock.open(path) as region:
@@ -19,6 +19,7 @@ Cancelled from any thread, and a wait in the main thread ends on a signal
 from __future__ import annotations
 
 from ._cancel import Cancel
+from ._version import __version__
 from ._errors import (Busy, Cancelled, Closed, Deadlock, Error, ForkedHandle, NotFound,
                       OwnershipLost, ScopeMismatch, StaleFence, err_name, strerror)
 from ._info import (ClientInfo, LeaseFlag, LockInfo, LockState, Op, RecordInfo, RegionInfo,
@@ -28,7 +29,7 @@ from ._region import (SECONDS_MAX, Keepalive, Key, Lease, Region, default_region
                       version, version_number)
 
 __all__ = [
-    "open", "Region", "Key", "Lease", "Keepalive", "Cancel", "default_region_path", "strerror",
+    "__version__", "open", "Region", "Key", "Lease", "Keepalive", "Cancel", "default_region_path", "strerror",
     "err_name", "version", "version_number", "Error", "Busy", "OwnershipLost", "StaleFence",
     "ScopeMismatch", "ForkedHandle", "NotFound", "Deadlock", "Cancelled", "Closed", "RegionInfo",
     "LockInfo", "RecordInfo", "ClientInfo", "UnregisteredInfo", "KEY_MAX", "TOKEN_MAX",
