@@ -912,6 +912,13 @@ static void test_help(void **state)
     run_tool(&a, NULL, (const char *const[]){"--help", NULL});
     sp_assert_contains(a.out, "  run ");
     run_result_free(&a);
+    /* Help that cannot be written is run's own failure, 125 (1 would be
+     * taken for COMMAND's). */
+    run_opts full = {.stdout_path = "/dev/full"};
+    run_tool(&a, &full, (const char *const[]){"run", "--help", NULL});
+    assert_int_equal(a.status, 125);
+    sp_assert_contains(a.err, "cannot write the output");
+    run_result_free(&a);
 }
 
 /* A relative region, by -r or by $FENCELOCK_REGION, reaches COMMAND as an

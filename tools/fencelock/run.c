@@ -324,7 +324,8 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
             break;
         case 'h':
             fputs(run_usage, stdout);
-            return cli_finish_stdout();
+            /* run's own failures are 125: 1 could be COMMAND's */
+            return cli_finish_stdout() == CLI_EXIT_OK ? CLI_EXIT_OK : RUN_EXIT_FAILED;
         default: /* ':' or '?' */
             return fl__option_error(c, argv, longopts);
         }
