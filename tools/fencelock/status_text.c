@@ -121,7 +121,7 @@ int print_columns(FILE *f, const struct status_column *const *cols, size_t ncols
     size_t term = fit ? terminal_width() : 0;
     size_t widths[STATUS_MAX_COLUMNS] = {0};
     bool wrap[STATUS_MAX_COLUMNS] = {false}, wrapped = false;
-    if (term) {
+    if (term && ncols > 0) {
         const char *titles[STATUS_MAX_COLUMNS];
         size_t total = 2 + 2 * (ncols - 1);
         for (size_t c = 0; c < ncols; c++) {
