@@ -7,7 +7,8 @@
  * key, then one per record.  Every family has one HELP and one TYPE line,
  * then its samples, and each family's samples are together (the format
  * requires it), so the walk over keys and records is done once per family.
- * Keys are arbitrary bytes but label values must be UTF-8: see
+ * Keys are arbitrary bytes but label values must be UTF-8, and two keys
+ * must never give the same label (a series twice is invalid text): see
  * fl__metrics_label.
  */
 #include "metrics.h"
@@ -37,12 +38,17 @@ static size_t utf8_len(const unsigned char *p)
     return n;
 }
 
+/* The label value is the key with a backslash doubled and \xNN standing
+ * for each byte that is not UTF-8 text (a control byte other than newline,
+ * or not part of a valid sequence); then escaped as the format says.  The
+ * doubling is what keeps distinct keys distinct: the byte 0xff is \xff, the
+ * four characters \xff are \\xff, and a label reads back to one key only. */
 void fl__metrics_label(FILE *f, const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
     while (*p) {
         if (*p == '\\') {
-            fputs("\\\\", f);
+            fputs("\\\\\\\\", f); /* \\ in the value, each escaped */
             p++;
         } else if (*p == '"') {
             fputs("\\\"", f);

@@ -14,9 +14,11 @@
  * inspection API (the output is then incomplete). */
 int fl__metrics_write(FILE *f, fl_region *r);
 
-/* Write s as the inside of a Prometheus label value: backslash, double quote
- * and newline escaped; other control bytes and bytes that are not valid
- * UTF-8 shown as the text \xNN (with its backslash escaped). */
+/* Write s as the inside of a Prometheus label value.  The value is s with
+ * each backslash doubled and the text \xNN for each control byte but
+ * newline and each byte that is not valid UTF-8, so that distinct keys
+ * give distinct values; then backslash, double quote and newline are
+ * escaped as the format says. */
 void fl__metrics_label(FILE *f, const char *s);
 
 #endif

@@ -3,8 +3,9 @@
  * test_cli_status.c - `fencelock status` on live regions served by a real
  * fencelockd: what the tables and the JSON document show for a fresh
  * region, for keys held, freed, expired and orphaned by a dead holder, for
- * records with accepted and rejected commits, and for keys that need
- * escaping.  The JSON is checked by python3's strict parser.
+ * records with accepted and rejected commits, for keys that need escaping,
+ * and for a long key on an 80-column terminal (a pseudo-terminal made by
+ * python3).  The JSON is checked by python3's strict parser.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -622,6 +623,201 @@ static void test_output_columns(void **state)
     th_daemon_stop(&d, SIGTERM);
 }
 
+/* Runs argv[1:] with stdout on a pseudo-terminal of 80 columns (50 rows)
+ * and writes what it printed there, with the terminal's \r\n as \n, to
+ * stdout; its stderr and exit status are the program's. */
+static const char pty_code[] =
+    "import fcntl, os, struct, subprocess, sys, termios\n"
+    "m, s = os.openpty()\n"
+    "fcntl.ioctl(s, termios.TIOCSWINSZ, struct.pack('HHHH', 50, 80, 0, 0))\n"
+    "p = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=s)\n"
+    "os.close(s)\n"
+    "out = b''\n"
+    "while True:\n"
+    "    try:\n"
+    "        b = os.read(m, 65536)\n"
+    "    except OSError:\n"
+    "        break\n" /* EIO: every writer of the terminal is gone */
+    "    if not b:\n"
+    "        break\n"
+    "    out += b\n"
+    "rc = p.wait()\n"
+    "sys.stdout.buffer.write(out.replace(b'\\r\\n', b'\\n'))\n"
+    "sys.exit(rc)\n";
+
+/* `fencelock status -r region ARGS...` on an 80-column terminal. */
+static char *status_on_terminal(const char *region, const char *const *args)
+{
+    const char *argv[20] = {"python3", "-c", pty_code, FENCELOCK_TOOL_PATH, "status", "-r",
+                            region};
+    size_t n = 7;
+    for (; *args && n < 19; args++)
+        argv[n++] = *args;
+    argv[n] = NULL;
+    run_result r;
+    run_program(&r, NULL, argv);
+    if (r.status != 0)
+        fail_msg("status on a terminal exited %d: %s", r.status, r.err);
+    free(r.err);
+    return r.out;
+}
+
+/* The widest line of the table under section (its lines up to the next
+ * empty line), and in *title the width of its title line. */
+static size_t widest_line(const char *out, const char *section, size_t *title)
+{
+    char heading[64];
+    snprintf(heading, sizeof heading, "\n%s\n", section);
+    const char *p = strstr(out, heading);
+    assert_non_null(p);
+    p += strlen(heading);
+    size_t max = 0;
+    *title = strcspn(p, "\n");
+    while (*p && *p != '\n') {
+        size_t len = strcspn(p, "\n");
+        if (len > max)
+            max = len;
+        p += len + (p[len] == '\n');
+    }
+    return max;
+}
+
+/* The cells of the first column of the table under section, as a reader
+ * joins the lines of a wrapped cell: a line that stops short of the last
+ * column continues the row above.  Returns how many (at most max, in
+ * cells[], malloc'd). */
+static int first_column(const char *out, const char *section, char **cells, int max)
+{
+    char heading[64];
+    snprintf(heading, sizeof heading, "\n%s\n", section);
+    const char *p = strstr(out, heading);
+    assert_non_null(p);
+    p += strlen(heading);
+    /* "  KEY<blanks>  NEXT ... LAST": the column ends two blanks before
+     * NEXT; the last title starts where no further line of a cell reaches. */
+    size_t title_len = strcspn(p, "\n");
+    const char *next = p + 2 + strcspn(p + 2, " ");
+    next += strspn(next, " ");
+    assert_true(next < p + title_len);
+    size_t width = (size_t)(next - p) - 4, last = title_len;
+    while (last > 0 && p[last - 1] != ' ')
+        last--;
+    p += title_len + 1;
+    int n = 0;
+    while (p[0] == ' ' && p[1] == ' ') {
+        size_t len = strcspn(p, "\n");
+        size_t take = len - 2 < width ? len - 2 : width;
+        while (take > 0 && p[2 + take - 1] == ' ')
+            take--;
+        if (len > last || n == 0) {
+            assert_true(n < max);
+            cells[n++] = strndup(p + 2, take);
+        } else {
+            size_t have = strlen(cells[n - 1]);
+            cells[n - 1] = realloc(cells[n - 1], have + take + 1);
+            assert_non_null(cells[n - 1]);
+            memcpy(cells[n - 1] + have, p + 2, take);
+            cells[n - 1][have + take] = '\0';
+        }
+        p += len + (p[len] == '\n');
+    }
+    return n;
+}
+
+/* One long key on an 80-column terminal: its cell wraps, so that the rows
+ * are not as wide as the key; a table whose other columns fit stays within
+ * the 80 columns, and the key reads whole from its lines.  In a pipe and in
+ * --json it is on one line, whole. */
+static void test_long_key_on_terminal(void **state)
+{
+    (void)state;
+    char region[512];
+    region_path(region, sizeof region, "wide.region");
+    th_daemon d;
+    start_daemon(&d, region);
+    fl_region *r;
+    assert_int_equal(fl_open(region, &r), 0);
+    char key[76], shown[301], name[101], name_shown[401];
+    memset(key, 0xe9, 75); /* not UTF-8 alone: each byte is shown as \xe9 */
+    key[75] = '\0';
+    for (int i = 0; i < 75; i++)
+        memcpy(shown + 4 * i, "\\xe9", 5);
+    assert_int_equal(strlen(shown), 300);
+    memset(name, 0xff, 100);
+    name[100] = '\0';
+    for (int i = 0; i < 100; i++)
+        memcpy(name_shown + 4 * i, "\\xff", 5);
+    fl_lease a, b;
+    assert_int_equal(fl_acquire(r, key, LEASE_LONG, 0, &a), 0);
+    assert_int_equal(fl_acquire(r, "short", LEASE_LONG, 0, &b), 0);
+    assert_int_equal(fl_commit(r, &a, name, "x", 1, 0, NULL), 0);
+
+    /* Columns that leave the keys room: every line fits the terminal. */
+    const char *const narrow[][3] = {
+        {"-o", "KEY,STATE,TOKEN,LEFT,LAST", NULL},
+        {"-o", "records:NAME,KEY,TOKEN,VERSION", NULL},
+    };
+    for (size_t i = 0; i < sizeof narrow / sizeof narrow[0]; i++) {
+        const char *table = i == 0 ? "Locks" : "Records";
+        char *out = status_on_terminal(region, narrow[i]);
+        size_t title, widest = widest_line(out, table, &title);
+        if (widest > 80)
+            fail_msg("%s %s: a line of %zu columns on an 80-column terminal:\n%s", narrow[i][0],
+                     narrow[i][1], widest, out);
+        for (const char *e = out; (e = strchr(e, '\n')); e++)
+            if (e > out && e[-1] == ' ')
+                fail_msg("a line ends in a blank:\n%s", out);
+        char *cells[8];
+        int n = first_column(out, table, cells, 8);
+        assert_int_equal(n, i == 0 ? 2 : 1);
+        assert_string_equal(cells[0], i == 0 ? shown : name_shown);
+        if (i == 0)
+            assert_string_equal(cells[1], "short");
+        for (int k = 0; k < n; k++)
+            free(cells[k]);
+        free(out);
+    }
+    /* The default columns do not fit 80 even without it: the key no longer
+     * makes them wider than the table's title line, which it does not set. */
+    char *out = status_on_terminal(region, (const char *const[]){NULL});
+    const char *const tables[] = {"Locks", "Records"};
+    for (size_t i = 0; i < 2; i++) {
+        size_t title, widest = widest_line(out, tables[i], &title);
+        if (widest > title || title >= strlen(shown))
+            fail_msg("%s: lines up to %zu columns, its title %zu:\n%s", tables[i], widest, title,
+                     out);
+    }
+    free(out);
+
+    /* Not a terminal: the key and the name whole on their lines. */
+    out = status(region, false);
+    char *f[16];
+    int n = table_row(out, "Locks", 0, shown, f, 16);
+    assert_int_equal(n, 13);
+    free_fields(f, n);
+    n = table_row(out, "Records", 0, name_shown, f, 16);
+    assert_int_equal(n, 9);
+    assert_string_equal(f[1], shown);
+    free_fields(f, n);
+    free(out);
+    char *json = status(region, true);
+    assert_json(json, "true",
+                "any(l['key'].encode('latin-1') == b'\\xe9' * 75 for l in d['locks'])");
+    assert_json(json, "true",
+                "d['records'][0]['name'].encode('latin-1') == b'\\xff' * 100 and "
+                "d['records'][0]['bound_key'].encode('latin-1') == b'\\xe9' * 75");
+    free(json);
+    fl_close(r);
+    th_daemon_stop(&d, SIGTERM);
+    /* The help says so. */
+    run_result h;
+    run_tool(&h, NULL, (const char *const[]){"status", "--help", NULL});
+    assert_int_equal(h.status, 0);
+    assert_contains(h.out, "On a terminal, a table wider than the terminal wraps its keys");
+    assert_contains(h.out, "In a pipe or a file every key\nis whole on one line");
+    run_result_free(&h);
+}
+
 static int need_python(void **state)
 {
     (void)state;
@@ -642,6 +838,7 @@ int main(void)
         cmocka_unit_test_setup(test_region_from_environment, need_python),
         cmocka_unit_test_setup(test_supervisor_stopped, need_python),
         cmocka_unit_test_setup(test_output_columns, need_python),
+        cmocka_unit_test_setup(test_long_key_on_terminal, need_python),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,8 @@
 /*
  * test_cli_usage.c - the fencelock tool's command line: help and version
  * texts, and bad usage (exit status 2, one message and a hint on stderr,
- * nothing on stdout).
+ * nothing on stdout); every exit status documented alike in each command's
+ * --help and in fencelock(1), and every one the code defines among them.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,8 +14,12 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <dirent.h>
+#include <ctype.h>
+#include <stdlib.h>
 
 #include "cli_util.h"
+#include "exit_docs.h"
 #include "fencelock.h"
 #include "harness.h"
 
@@ -194,6 +199,137 @@ static void test_write_error(void **state)
     }
 }
 
+/* The exit statuses the code defines (NAME_EXIT_WHAT = N in the tool's
+ * sources), each with the command its prefix names (NULL: CLI_, shared). */
+struct exit_constant {
+    char name[64];
+    int value;
+    const char *cmd;
+};
+
+static int exit_constants(struct exit_constant *out, int max)
+{
+    static const struct {
+        const char *prefix, *cmd;
+    } prefixes[] = {{"COMMIT_", "commit"}, {"READ_", "read"}, {"RUN_", "run"}, {"CLI_", NULL}};
+    DIR *d = opendir(FENCELOCK_TOOL_SOURCE_DIR);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len < 3 || (strcmp(e->d_name + len - 2, ".c") != 0 &&
+                        strcmp(e->d_name + len - 2, ".h") != 0))
+            continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", FENCELOCK_TOOL_SOURCE_DIR, e->d_name);
+        FILE *f = fopen(path, "r");
+        assert_non_null(f);
+        char line[512];
+        while (fgets(line, sizeof line, f)) {
+            char name[64];
+            int value;
+            /* "    COMMIT_EXIT_STALE = 77, ..." */
+            if (sscanf(line, " %63[A-Z_] = %d", name, &value) != 2 || !strstr(name, "_EXIT_"))
+                continue;
+            assert_true(n < max);
+            snprintf(out[n].name, sizeof out[n].name, "%s", name);
+            out[n].value = value;
+            out[n].cmd = NULL;
+            bool known = false;
+            for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+                if (strncmp(name, prefixes[i].prefix, strlen(prefixes[i].prefix)) == 0) {
+                    out[n].cmd = prefixes[i].cmd;
+                    known = true;
+                }
+            if (!known)
+                fail_msg("%s (%s): which command's is it? (this test knows %s)", name,
+                         e->d_name, "COMMIT_, READ_, RUN_, CLI_");
+            n++;
+        }
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+/* Every exit status is documented where a user looks: each command's --help
+ * and its section of fencelock(1) list the same statuses, the EXIT STATUS
+ * section lists every one of them and no other, and every status the code
+ * defines is among them, for the command it belongs to. */
+static void test_exit_statuses_documented(void **state)
+{
+    (void)state;
+    run_result r;
+    RUN(&r, "--help");
+    const char *p = strstr(r.out, "\nCommands:\n");
+    assert_non_null(p);
+    p += strlen("\nCommands:\n");
+    exit_codes all, every, top;
+    memset(&every, 0, sizeof every);
+    man_exit_codes(NULL, &all);
+    help_exit_codes(NULL, &top);
+    for (int i = 0; i < top.n; i++)
+        every.v[every.n++] = top.v[i];
+    char names[16][32];
+    int ncmd = 0;
+    while (*p == ' ' && p[1] == ' ' && isalpha((unsigned char)p[2])) {
+        char name[32];
+        assert_int_equal(sscanf(p, " %31s", name), 1);
+        if (strcmp(name, "help") != 0) {
+            assert_true(ncmd < 16);
+            snprintf(names[ncmd++], sizeof names[0], "%s", name);
+        }
+        p += strcspn(p, "\n") + 1;
+    }
+    run_result_free(&r);
+    assert_true(ncmd >= 6); /* status metrics run commit read etcd-epoch */
+    for (int c = 0; c < ncmd; c++) {
+        exit_codes help, section;
+        help_exit_codes(names[c], &help);
+        man_exit_codes(names[c], &section);
+        if (help.n == 0 || strcmp(exit_codes_text(&help), exit_codes_text(&section)) != 0)
+            fail_msg("%s: --help lists exit statuses '%s', its section of fencelock(1) '%s'",
+                     names[c], exit_codes_text(&help), exit_codes_text(&section));
+        for (int i = 0; i < help.n; i++) {
+            if (!exit_codes_has(&all, help.v[i]))
+                fail_msg("%s exits %d, which EXIT STATUS of fencelock(1) does not list (%s)",
+                         names[c], help.v[i], exit_codes_text(&all));
+            bool seen = false;
+            for (int k = 0; k < every.n; k++)
+                seen |= every.v[k] == help.v[i];
+            if (!seen) {
+                assert_true(every.n < EXIT_CODES_MAX);
+                every.v[every.n++] = help.v[i];
+            }
+        }
+    }
+    /* No status in EXIT STATUS that no command returns. */
+    for (int i = 0; i < all.n; i++) {
+        bool used = false;
+        for (int k = 0; k < every.n; k++)
+            used |= every.v[k] == all.v[i];
+        if (!used)
+            fail_msg("EXIT STATUS of fencelock(1) lists %d, which no --help does", all.v[i]);
+    }
+    /* What the code defines. */
+    struct exit_constant k[64];
+    int nk = exit_constants(k, 64);
+    assert_true(nk >= 10); /* CLI_ 3, COMMIT_ 4, READ_ 1, RUN_ 5 */
+    for (int i = 0; i < nk; i++) {
+        if (!exit_codes_has(&all, k[i].value))
+            fail_msg("%s = %d is not in EXIT STATUS of fencelock(1) (%s)", k[i].name, k[i].value,
+                     exit_codes_text(&all));
+        if (!k[i].cmd)
+            continue;
+        exit_codes help;
+        help_exit_codes(k[i].cmd, &help);
+        if (!exit_codes_has(&help, k[i].value))
+            fail_msg("%s = %d is not in fencelock %s --help (%s)", k[i].name, k[i].value,
+                     k[i].cmd, exit_codes_text(&help));
+    }
+}
+
 /* I9: fencelockd reads its intervals with the one duration grammar: a bare
  * number is seconds (decimals allowed), units us ms s m h; bad text is
  * refused with the reason, before anything is created. */
@@ -253,6 +389,7 @@ int main(void)
         cmocka_unit_test(test_bad_usage),
         cmocka_unit_test(test_list_columns),
         cmocka_unit_test(test_write_error),
+        cmocka_unit_test(test_exit_statuses_documented),
         cmocka_unit_test(test_fencelockd_durations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -901,7 +902,8 @@ static void test_help(void **state)
                              "--conflict-exit-code N", "--command STRING", "KEY -c STRING",
                              "process group", "SIGTERM", "SIGKILL", "any 1 to 127 bytes",
                              "  75   ", "  76   ", "  2    ", "  3    ", "  125  ", "  126  ",
-                             "  127  ", "128+N", "fence_token <= $FENCELOCK_TOKEN"};
+                             "  127  ", "128+N", "fence_token <= $FENCELOCK_TOKEN",
+                             "its absolute path", "so COMMAND may\n"};
     for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++)
         sp_assert_contains(a.out, needles[i]);
     run_result_free(&a);
@@ -910,6 +912,73 @@ static void test_help(void **state)
     run_tool(&a, NULL, (const char *const[]){"--help", NULL});
     sp_assert_contains(a.out, "  run ");
     run_result_free(&a);
+    /* Help that cannot be written is run's own failure, 125 (1 would be
+     * taken for COMMAND's). */
+    run_opts full = {.stdout_path = "/dev/full"};
+    run_tool(&a, &full, (const char *const[]){"run", "--help", NULL});
+    assert_int_equal(a.status, 125);
+    sp_assert_contains(a.err, "cannot write the output");
+    run_result_free(&a);
+}
+
+/* A relative region, by -r or by $FENCELOCK_REGION, reaches COMMAND as an
+ * absolute path: COMMAND that changes directory still commits and reads
+ * through it.  A URI is no path: it is passed on as it is. */
+static void test_relative_region(void **state)
+{
+    (void)state;
+    char dir[PATH_MAX], want[PATH_MAX + 16];
+    assert_non_null(realpath(th_tmpdir(), dir)); /* getcwd() gives the resolved path */
+    snprintf(want, sizeof want, "%s/region", dir);
+    assert_string_equal(strrchr(daemon_.region, '/'), "/region"); /* the daemon's, in dir */
+    /* sh -c SCRIPT DIR TOOL [ARG...]: from DIR, fencelock run ARG...; the
+     * command goes to / and uses $FENCELOCK_REGION there. */
+    const char *script =
+        "cd \"$0\" && export FL_TOOL=\"$1\" && shift && exec \"$FL_TOOL\" run \"$@\"";
+    const char *command = "cd / && printf '%s\\n' \"$FENCELOCK_REGION\" && "
+                          "printf rel | \"$FL_TOOL\" commit run/relrec && "
+                          "\"$FL_TOOL\" read run/relrec";
+    const char *forms[][3] = {{"-r", "region", NULL}, {"--region", "./region", NULL},
+                              {NULL, NULL, "region"}, {NULL, NULL, "./region"}};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        const char *argv[12] = {"sh", "-c", script, dir, FENCELOCK_TOOL_PATH};
+        int n = 5;
+        for (int k = 0; k < 2 && forms[i][k]; k++)
+            argv[n++] = forms[i][k];
+        argv[n++] = "run/rel";
+        argv[n++] = "-c";
+        argv[n++] = command;
+        argv[n] = NULL;
+        run_opts o = {.region_env = forms[i][2]}; /* NULL: unset */
+        run_result r;
+        run_program(&r, &o, argv);
+        if (r.status != 0)
+            fail_msg("form %zu: status %d; stderr: %s", i, r.status, r.err);
+        char out[PATH_MAX + 32];
+        snprintf(out, sizeof out, "%s\nrel", want);
+        assert_string_equal(r.out, out);
+        sp_assert_contains(r.err, "fence ");
+        run_result_free(&r);
+    }
+    assert_true(key_free("run/rel"));
+    /* An etcd URI is not joined to the directory: the library is given the
+     * URI (no endpoint answers here: status 3, its message names it). */
+    const char *uris[] = {"etcd://127.0.0.1:9/fl-rel", "etcds://127.0.0.1:9/fl-rel"};
+    for (size_t i = 0; i < sizeof uris / sizeof uris[0]; i++) {
+        run_result r;
+        run_program(&r, NULL,
+                    (const char *const[]){"sh", "-c", script, dir, FENCELOCK_TOOL_PATH, "-r",
+                                          uris[i], "run/rel", "--", "true", NULL});
+        assert_int_equal(r.status, 3);
+        /* "region etcd://127.0.0.1:9/fl-rel: ...", or "region etcd://...:"
+         * in a build without etcd */
+        char named[32];
+        snprintf(named, sizeof named, "region %.*s://", (int)strcspn(uris[i], ":"), uris[i]);
+        sp_assert_contains(r.err, named);
+        if (strstr(r.err, dir) || strstr(r.err, "does not exist"))
+            fail_msg("%s was joined to the directory: %s", uris[i], r.err);
+        run_result_free(&r);
+    }
 }
 
 static void test_region_errors(void **state)
@@ -973,6 +1042,7 @@ int main(void)
         cmocka_unit_test(test_bad_usage),
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_region_errors),
+        cmocka_unit_test(test_relative_region),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

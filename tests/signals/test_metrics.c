@@ -225,9 +225,10 @@ static void test_metrics_escapes_and_values(void **state)
 
     text = metrics_of(region);
     dump = sig_assert_exposition(text);
-    /* The label decodes to the key, with \xNN standing for what is not
-     * UTF-8 text: control bytes other than newline, and invalid bytes. */
-    const char *key_label = "{'key': 'a\"b\\\\c\\nd\\\\x09e\\u00e9\\\\xff'}";
+    /* The label decodes to the key, with a backslash doubled and \xNN
+     * standing for what is not UTF-8 text: control bytes other than newline,
+     * and invalid bytes. */
+    const char *key_label = "{'key': 'a\"b\\\\\\\\c\\nd\\\\x09e\\u00e9\\\\xff'}";
     char expr[1024];
     snprintf(expr, sizeof expr, SAMPLE("fencelock_lock_acquisitions_total", "%s"), key_label);
     sig_assert_json(dump, "[\"2\"]", "%s", expr);
@@ -243,7 +244,7 @@ static void test_metrics_escapes_and_values(void **state)
     sig_assert_json(dump, want, "%s", expr);
     /* The record carries its name and its key. */
     const char *rec_labels =
-        "{'record': 'rec\\\\\"\\n', 'key': 'a\"b\\\\c\\nd\\\\x09e\\u00e9\\\\xff'}";
+        "{'record': 'rec\\\\\\\\\"\\n', 'key': 'a\"b\\\\\\\\c\\nd\\\\x09e\\u00e9\\\\xff'}";
     snprintf(expr, sizeof expr, SAMPLE("fencelock_record_commits_total", "%s"), rec_labels);
     sig_assert_json(dump, "[\"2\"]", "%s", expr);
     snprintf(expr, sizeof expr, SAMPLE("fencelock_record_rejections_total", "%s"), rec_labels);
@@ -267,7 +268,8 @@ static void test_metrics_escapes_and_values(void **state)
                     "for f in d['families'])");
     /* The raw text escapes exactly as the format says. */
     sig_assert_contains(text,
-                        "fencelock_lock_held{key=\"a\\\"b\\\\c\\nd\\\\x09e\xc3\xa9\\\\xff\"} 1\n");
+                        "fencelock_lock_held{key=\"a\\\"b\\\\\\\\c\\nd\\\\x09e\xc3\xa9\\\\xff\"} "
+                        "1\n");
     free(dump);
     free(text);
 

@@ -48,8 +48,11 @@ const char metrics_usage[] =
     "  (counters), record_accepted_token, record_last_rejected_token,\n"
     "  record_version (gauges): one sample per record, labels record and key\n"
     "      (the key that fences it, empty if unbound)\n"
-    "Label values are escaped as the format says (\\\\, \\\" and \\n); bytes that\n"
-    "are not UTF-8, and other control bytes, appear as the text \\xNN.\n"
+    "Label values are UTF-8 text: a key or name with each backslash doubled,\n"
+    "and the text \\xNN for each byte that is not UTF-8 and each control byte\n"
+    "but newline; then escaped as the format says (\\\\, \\\" and \\n).  So two\n"
+    "keys never share a series: the byte 0xff is the value \\xff, the four\n"
+    "characters \\xff are \\\\xff (written \\\\\\\\xff in the text).\n"
     "docs/signals.md says what each one means and what normal looks like.\n"
     "\n" CLI_ENVIRONMENT_TEXT "\n" CLI_EXIT_STATUS_TEXT
     "\n"

@@ -39,6 +39,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -133,7 +134,10 @@ const char run_usage[] =
     "  FENCELOCK_KEY     KEY\n"
     "  FENCELOCK_TOKEN   the fencing token of this acquisition, in decimal; it\n"
     "                    fits a signed 64-bit integer (SQL BIGINT)\n"
-    "  FENCELOCK_REGION  the path of the region file that was opened\n"
+    "  FENCELOCK_REGION  the region that was opened: its absolute path (a\n"
+    "                    relative --region or $FENCELOCK_REGION is taken from\n"
+    "                    the working directory of fencelock run, so COMMAND may\n"
+    "                    change directory), or the etcd:// or etcds:// URI\n"
     "\n"
     "Processes and signals:\n"
     "  COMMAND runs in a process group of its own, so that all of it can be\n"
@@ -320,7 +324,8 @@ static int parse_run_args(int argc, char **argv, struct run_options *o)
             break;
         case 'h':
             fputs(run_usage, stdout);
-            return cli_finish_stdout();
+            /* run's own failures are 125: 1 could be COMMAND's */
+            return cli_finish_stdout() == CLI_EXIT_OK ? CLI_EXIT_OK : RUN_EXIT_FAILED;
         default: /* ':' or '?' */
             return fl__option_error(c, argv, longopts);
         }
@@ -1030,6 +1035,39 @@ static int check_registered(const struct run_options *o, fl_region *r)
     return -1;
 }
 
+/* COMMAND may change directory: a relative region (-r, or $FENCELOCK_REGION
+ * without -r) is made absolute against our working directory before it is
+ * opened, so that $FENCELOCK_REGION names the region opened wherever COMMAND
+ * uses it.  Joined, not realpath(): the supervisor's socket is found beside
+ * the name as given (NAME.sock), which resolving a symbolic link would move.
+ * An etcd:// or etcds:// URI is no path and stays as it is.  -1 to go on
+ * (o->region set when it changed), else the exit status. */
+static int absolute_region(struct run_options *o, char *buf, size_t cap)
+{
+    const char *given = o->region ? o->region : getenv(FL_REGION_ENV);
+    if (!given || !given[0] || given[0] == '/' || strncmp(given, "etcd://", 7) == 0 ||
+        strncmp(given, "etcds://", 8) == 0)
+        return -1; /* unset or empty: the default path, which is absolute */
+    while (given[0] == '.' && given[1] == '/') {
+        given += 2; /* "./region" is "DIR/region", not "DIR/./region" */
+        while (given[0] == '/')
+            given++;
+    }
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd)) {
+        fl__say("cannot make the region path '%s' absolute: the working directory: %s",
+                given, strerror(errno));
+        return RUN_EXIT_FAILED;
+    }
+    int n = snprintf(buf, cap, "%s%s%s", cwd, strcmp(cwd, "/") == 0 ? "" : "/", given);
+    if (n < 0 || (size_t)n >= cap) {
+        fl__say("region path too long: %s/%s", cwd, given);
+        return CLI_EXIT_REGION;
+    }
+    o->region = buf;
+    return -1;
+}
+
 static int open_region(const struct run_options *o, fl_region **r)
 {
     int err = fl_open(o->region, r);
@@ -1080,6 +1118,9 @@ int run_main(int argc, char **argv)
     ign.sa_handler = SIG_IGN;
     sigemptyset(&ign.sa_mask);
     sigaction(SIGPIPE, &ign, &rn.old_pipe);
+    char region[PATH_MAX];
+    if ((rc = absolute_region(&o, region, sizeof region)) >= 0)
+        return rc;
     if ((rc = open_region(&o, &rn.r)) >= 0)
         return rc;
     if ((rc = acquire(&rn)) >= 0) {

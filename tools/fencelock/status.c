@@ -64,6 +64,13 @@ static const char usage_head[] =
     "\n";
 
 static const char usage_tail[] =
+    "On a terminal, a table wider than the terminal wraps its keys and names\n"
+    "(KEY, NAME) within their cells: the lines of a cell stand one under the\n"
+    "other, read as one, and share what the other columns leave of the width,\n"
+    "never narrower than 16 columns.  Numbers and words are never cut, so a\n"
+    "table of many columns may still be wider.  In a pipe or a file every key\n"
+    "is whole on one line, as in --json.\n"
+    "\n"
     "Unregistered clients (shown only when there are any; JSON: \"unregistered\"):\n"
     "  processes still running that opened the region but could not register\n"
     "  with a supervisor (none running, or its socket refused them: mode, group),\n"

@@ -219,6 +219,8 @@ void columns_describe(FILE *f);
 void column_text(const struct status_column *col, const void *row, char *buf, size_t cap);
 /* Whether a column aligns right: numbers do, words and text do not. */
 bool column_right(const struct status_column *col);
+/* Whether a column may wrap to fit a terminal: keys and names (text) do. */
+bool column_wraps(const struct status_column *col);
 
 /* ---- formatting for people (status_columns.c) ----------------------------- */
 
@@ -239,9 +241,11 @@ void lock_left_text(const fl_lock_info *l, char *buf, size_t cap);
 
 /* Draw rows (n of them, row_size apart) with the columns cols through
  * libsmartcols, under a header line, each line indented by two blanks.
- * Returns 0 or -ENOMEM. */
+ * fit: when stdout is a terminal, fit its width by wrapping the columns
+ * column_wraps() names (the watch view cuts its lines itself).  Returns 0
+ * or -ENOMEM. */
 int print_columns(FILE *f, const struct status_column *const *cols, size_t ncols,
-                  const void *rows, size_t row_size, size_t n);
+                  const void *rows, size_t row_size, size_t n, bool fit);
 
 /* status_text.c: the region block, then each table with the columns chosen. */
 int print_text(FILE *f, const struct snapshot *s, const struct column_choice choice[N_TABLES]);

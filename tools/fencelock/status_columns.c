@@ -130,6 +130,11 @@ bool column_right(const struct status_column *col)
     }
 }
 
+bool column_wraps(const struct status_column *col)
+{
+    return col->format == FL_INFO_TEXT || col->format == FL_INFO_TEXT_OR_NULL;
+}
+
 void column_text(const struct status_column *col, const void *row, char *buf, size_t cap)
 {
     if (col->text) {

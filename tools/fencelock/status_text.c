@@ -14,27 +14,156 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include "status.h"
 
-int print_columns(FILE *f, const struct status_column *const *cols, size_t ncols,
-                  const void *rows, size_t row_size, size_t n)
+/* A key or name that wraps on a terminal keeps at least this width (or its
+ * title's), however little room the other columns leave: narrower, a key
+ * would be read in slices of a few bytes. */
+#define WRAP_MIN 16
+
+/* The width of the terminal that stdout is, or 0 when it is none (a pipe,
+ * a file): only a terminal gets its tables fitted. */
+static size_t terminal_width(void)
 {
+    if (!isatty(STDOUT_FILENO))
+        return 0;
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    const char *env = getenv("COLUMNS");
+    long v = env ? strtol(env, NULL, 10) : 0;
+    return v > 0 && v < 100000 ? (size_t)v : 80;
+}
+
+/* The widths the wrapping columns get in a table of width cols: what the
+ * other columns (widths[], natural) leave is shared out, a column that needs
+ * less than its share keeping its own width, none narrower than WRAP_MIN or
+ * its title.  wrap[c] says which columns may wrap; their widths[] are
+ * replaced. */
+static void share_width(size_t cols, const bool *wrap, const char *const *titles, size_t *widths,
+                        size_t ncols)
+{
+    size_t fixed = 2 + 2 * (ncols - 1); /* indent and separators */
+    size_t want[STATUS_MAX_COLUMNS];
+    bool done[STATUS_MAX_COLUMNS] = {false};
+    for (size_t c = 0; c < ncols; c++) {
+        want[c] = widths[c];
+        if (!wrap[c]) {
+            fixed += widths[c];
+            done[c] = true;
+        }
+    }
+    size_t room = cols > fixed ? cols - fixed : 0;
+    for (;;) {
+        size_t left = room, open = 0;
+        for (size_t c = 0; c < ncols; c++) {
+            if (!wrap[c])
+                continue;
+            if (done[c])
+                left = left > widths[c] ? left - widths[c] : 0;
+            else
+                open++;
+        }
+        if (open == 0)
+            return;
+        size_t share = left / open;
+        bool settled = false;
+        for (size_t c = 0; c < ncols; c++)
+            if (!done[c] && want[c] <= share) {
+                done[c] = true; /* fits its share: its own width */
+                settled = true;
+            }
+        if (settled)
+            continue; /* what it did not take is shared again */
+        for (size_t c = 0; c < ncols; c++) {
+            if (done[c])
+                continue;
+            size_t floor = strlen(titles[c]) > WRAP_MIN ? strlen(titles[c]) : WRAP_MIN;
+            widths[c] = share > floor ? share : floor < want[c] ? floor : want[c];
+        }
+        return;
+    }
+}
+
+/* Cut an escaped cell (fl__keytext: "\\" and "\xNN" are never split) into
+ * lines of at most width columns, written to out as "LINE\nLINE...", which
+ * libsmartcols prints one under the other (scols_wrapnl_nextchunk). */
+static void wrap_cell(const char *s, size_t width, char *out, size_t cap)
+{
+    size_t o = 0, col = 0;
+    while (*s) {
+        size_t t = s[0] == '\\' ? strnlen(s, s[1] == 'x' ? 4 : 2) : 1;
+        if (o + t + 2 > cap)
+            break; /* cannot happen: cap has room for a newline per byte */
+        if (col > 0 && col + t > width) {
+            out[o++] = '\n';
+            col = 0;
+        }
+        memcpy(out + o, s, t);
+        o += t;
+        s += t;
+        col += t;
+    }
+    out[o] = '\0';
+}
+
+int print_columns(FILE *f, const struct status_column *const *cols, size_t ncols,
+                  const void *rows, size_t row_size, size_t n, bool fit)
+{
+    char cell[CELL_MAX];
+    /* On a terminal, keys and names wrap within their cells when the row
+     * would not fit: one long key costs lines, not the width of every row,
+     * and is still read whole.  The other columns never shrink (a number
+     * cut would lie).  A pipe or a file gets every cell on one line. */
+    size_t term = fit ? terminal_width() : 0;
+    size_t widths[STATUS_MAX_COLUMNS] = {0};
+    bool wrap[STATUS_MAX_COLUMNS] = {false}, wrapped = false;
+    if (term && ncols > 0) {
+        const char *titles[STATUS_MAX_COLUMNS];
+        size_t total = 2 + 2 * (ncols - 1);
+        for (size_t c = 0; c < ncols; c++) {
+            titles[c] = cols[c]->name;
+            widths[c] = strlen(cols[c]->name);
+            for (size_t r = 0; r < n; r++) {
+                column_text(cols[c], (const char *)rows + r * row_size, cell, sizeof cell);
+                size_t len = strlen(cell);
+                if (len > widths[c])
+                    widths[c] = len;
+            }
+            total += widths[c];
+            wrap[c] = column_wraps(cols[c]);
+        }
+        if (total > term)
+            share_width(term, wrap, titles, widths, ncols);
+        else
+            memset(wrap, 0, sizeof wrap); /* it fits as it is */
+    }
+
     struct libscols_table *tb = scols_new_table();
     if (!tb)
         return -ENOMEM;
     int err = 0;
     /* Cells are already escaped (fl__keytext): libsmartcols need not. */
     scols_table_enable_noencoding(tb, 1);
-    /* Never cut a cell to the terminal's width: a key must be read whole. */
+    /* libsmartcols never cuts a cell to the terminal: what wraps is decided
+     * above, what does not shrink is kept whole. */
     scols_table_set_termforce(tb, SCOLS_TERMFORCE_NEVER);
     if (scols_table_set_column_separator(tb, "  ") != 0)
         err = -ENOMEM;
-    for (size_t c = 0; c < ncols && !err; c++)
-        if (!scols_table_new_column(tb, cols[c]->name, 0,
-                                    column_right(cols[c]) ? SCOLS_FL_RIGHT : 0))
+    for (size_t c = 0; c < ncols && !err; c++) {
+        struct libscols_column *cl = scols_table_new_column(
+            tb, cols[c]->name, 0,
+            (column_right(cols[c]) ? SCOLS_FL_RIGHT : 0) | (wrap[c] ? SCOLS_FL_WRAP : 0));
+        if (!cl ||
+            (wrap[c] &&
+             scols_column_set_wrapfunc(cl, scols_wrapnl_chunksize, scols_wrapnl_nextchunk,
+                                       NULL) != 0))
             err = -ENOMEM;
-    char cell[CELL_MAX];
+    }
+    char lines[2 * CELL_MAX]; /* a cell with a newline after every byte at most */
     for (size_t r = 0; r < n && !err; r++) {
         const void *row = (const char *)rows + r * row_size;
         struct libscols_line *ln = scols_table_new_line(tb, NULL);
@@ -44,7 +173,13 @@ int print_columns(FILE *f, const struct status_column *const *cols, size_t ncols
         }
         for (size_t c = 0; c < ncols && !err; c++) {
             column_text(cols[c], row, cell, sizeof cell);
-            if (scols_line_set_data(ln, c, cell) != 0)
+            const char *data = cell;
+            if (wrap[c] && strlen(cell) > widths[c]) {
+                wrap_cell(cell, widths[c], lines, sizeof lines);
+                data = lines;
+                wrapped = true;
+            }
+            if (scols_line_set_data(ln, c, data) != 0)
                 err = -ENOMEM;
         }
     }
@@ -57,11 +192,15 @@ int print_columns(FILE *f, const struct status_column *const *cols, size_t ncols
         return err;
     }
     /* Indent every line (libsmartcols does not pad the last column, and
-     * ends the last line without a newline). */
+     * ends the last line without a newline).  The further lines of a
+     * wrapped cell are padded to the last column: not left ending in
+     * blanks. */
     for (char *p = text; *p;) {
-        size_t len = strcspn(p, "\n");
+        size_t len = strcspn(p, "\n"), shown = len;
+        while (wrapped && shown > 0 && p[shown - 1] == ' ')
+            shown--;
         fputs("  ", f);
-        fwrite(p, 1, len, f);
+        fwrite(p, 1, shown, f);
         fputc('\n', f);
         p += len + (p[len] == '\n');
     }
@@ -188,7 +327,7 @@ static int print_section(FILE *f, const struct status_table *t,
     const struct status_column *cols[STATUS_MAX_COLUMNS];
     for (size_t c = 0; c < choice->n; c++)
         cols[c] = &t->cols[choice->ids[c]];
-    return print_columns(f, cols, choice->n, rows, t->row_size, n);
+    return print_columns(f, cols, choice->n, rows, t->row_size, n, true);
 }
 
 int print_text(FILE *f, const struct snapshot *s, const struct column_choice choice[N_TABLES])

@@ -371,7 +371,7 @@ static void watch_section(FILE *f, const char *title, const struct status_column
     size_t shown = n;
     if (room > 0 && (size_t)room < n)
         shown = room > 1 ? (size_t)room - 1 : 0;
-    if (print_columns(f, cols, ncols, rows, row_size, shown) != 0)
+    if (print_columns(f, cols, ncols, rows, row_size, shown, false) != 0)
         fputs("  (out of memory)\n", f);
     if (shown < n)
         fprintf(f, "  ... and %zu more\n", n - shown);
