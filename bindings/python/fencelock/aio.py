@@ -54,7 +54,7 @@ SIGINT handler asyncio.run installs), which ends a wait in it as above;
 asyncio.run() then raises KeyboardInterrupt.  Nothing is held afterwards.
 
 close() (and the end of `async with`) ends the waits in flight (they raise
-ValueError, as calls on a closed Region do), waits for every thread of the
+Closed, a ValueError, as calls on a closed Region do), waits for every thread of the
 region's calls, then closes the Region.  An AsyncRegion belongs to the event
 loop that uses it; .region is the Region underneath, for what this module
 does not wrap (keepalives, inspection, other threads).
@@ -72,7 +72,9 @@ from collections.abc import Callable, Generator
 from types import TracebackType
 from typing import Any, Generic, Literal, Self, TypeVar
 
-from . import Busy, Cancel, Cancelled, Deadlock, Key, Lease, Region
+from . import Busy, Cancel, Cancelled, Closed, Deadlock, Key, Lease, Region
+from ._names import encode_name
+from ._region import _ns, _timeout_ns
 from . import open as _open_sync
 
 __all__ = ["open", "AsyncRegion", "AsyncLease"]
@@ -92,14 +94,15 @@ def open(region: str | bytes | os.PathLike[str] | None = None, *,  # noqa: A001 
     return AsyncRegion(region, readonly=readonly)
 
 
-def _closed_error() -> ValueError:
-    return ValueError("operation on a closed fencelock.aio.AsyncRegion")
+def _closed_error() -> Closed:
+    """Closed (a ValueError too), as the sync Region's."""
+    return Closed(errno.EBADF, None, "operation on a closed fencelock.aio.AsyncRegion")
 
 
 def _name_of(key: str | bytes | Key) -> bytes:
     """A key's name as one value for str, bytes and Key (the bookkeeping of own holdings)."""
     name = key.name if isinstance(key, Key) else key
-    return os.fsencode(name) if isinstance(name, str) else bytes(name)
+    return encode_name(name, "key")  # as the sync binding encodes it (and refuses a NUL)
 
 
 def _release_quietly(lease: Lease) -> None:
@@ -407,7 +410,7 @@ class AsyncRegion:
         await self.close()
 
     async def close(self) -> None:
-        """End the waits in flight (ValueError), wait for every thread of this region's
+        """End the waits in flight (Closed), wait for every thread of this region's
         calls, then close the Region (locks still held through it are released as if the
         process had died).  Safe to call again.  A cancel that comes meanwhile is raised
         once the region is closed."""
@@ -516,9 +519,11 @@ class AsyncRegion:
         AsyncRegion (a wait could only take its own lease over).  A wait never blocks the
         loop, and ends at once on task.cancel() (asyncio.wait_for, asyncio.timeout)
         leaving nothing held."""
-        if timeout is not None and not timeout >= 0:  # also NaN
-            raise ValueError(f"timeout must be None or a number of seconds >= 0, not "
-                             f"{timeout!r}")
+        # Checked as the sync acquire() checks them, before the try on the loop (which
+        # would take a free key with a timeout the wait would refuse).
+        _ns(lease, "lease")
+        if timeout != 0:
+            _timeout_ns(timeout)
         region = self._open_region()
         name = _name_of(key)
         if not self._remote:

@@ -35,3 +35,20 @@ def work(region_path: str) -> Tuple[int, bytes]:
             print(e.token, e.accepted)
         print(states, region.info().run_state.name)
         return fence, data
+
+
+async def work_async(region_path: str) -> int:
+    import asyncio
+
+    import fencelock.aio
+
+    async with fencelock.aio.open(region_path) as r:
+        async with await r.acquire("jobs/43", lease=5.0, timeout=1.0) as lease:
+            await lease.renew()
+            accepted: int = await r.commit(lease, "jobs/43/state", b"done")
+        data, fence = await r.read("jobs/43/state")
+        try:
+            await asyncio.wait_for(r.acquire("busy"), timeout=0.5)
+        except TimeoutError:
+            pass
+        return accepted + fence + len(data)
