@@ -509,6 +509,25 @@ def free_port():
         return s.getsockname()[1]
 
 
+def all_threads_stopped(pid, timeout=10.0):
+    """Until every thread of pid is stopped (SIGSTOP stops a Go program's threads one by
+    one: a request sent before the last has stopped may still be answered)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        states = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat", encoding="ascii") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                continue  # the thread ended
+        if states and all(st in ("T", "t") for st in states):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"etcd {pid} did not stop: {states}")
+        time.sleep(0.001)
+
+
 class Etcd:
     """One etcd member on loopback ports, its data in a test directory."""
 
@@ -571,6 +590,7 @@ def test_etcd_every_call_is_off_the_loop(etcd):
                     """call() while the etcd member is stopped: the loop goes on ticking."""
                     etcd.proc.send_signal(signal.SIGSTOP)
                     try:
+                        all_threads_stopped(etcd.proc.pid)  # else it may answer first
                         t = asyncio.create_task(call())
                         await ticker.wait_ticks(25, t)
                     finally:
