@@ -28,6 +28,7 @@ import ctypes
 import errno
 import operator
 import os
+import sys
 import threading
 import time
 import warnings
@@ -227,8 +228,19 @@ class Region:
         me = _get_ident()
         if me in self._active:
             return  # a signal handler inside one of our calls: its end closes
+        if _in_callback():
+            # On the keepalive thread: a call in flight may be a stop() waiting for this
+            # very callback, so never wait for calls here; close now if none is in
+            # flight, else the last one to end closes.
+            self._close_if_idle()
+            return
         delay = 0.0001
         while self._active:  # other threads' calls, ending now (their waits are cancelled)
+            if sys.is_finalizing():
+                # Interpreter exit (a collected Region): daemon threads inside calls never
+                # run again, so their calls never end.  Leave the handle to the process's
+                # exit, which releases its locks as a death, rather than hang.
+                return
             time.sleep(delay)
             delay = min(delay * 2, 0.01)
         self._close_if_idle()
@@ -699,7 +711,7 @@ class Lease:
         """When the lease ends unless renewed, in time.monotonic() seconds.  While a
         keepalive runs this is its latest renewal."""
         k = self._keepalive
-        if k is not None and k._k is not None:
+        if k is not None:
             return k._deadline()
         return int(self._c.deadline_ns) / 1e9
 
@@ -798,6 +810,7 @@ class Keepalive:
         self._region = lease._region
         self._on_lost = on_lost
         self._k: Optional[c_void_p] = None
+        self._lock = threading.Lock()  # guards _k against stop() (see _deadline)
         self.error: Optional[_errors.Error] = None  # the exception that lost the lease
         # The C function pointer must outlive every call the library may make: kept on
         # self, and self is kept in the region's set until stop().
@@ -821,23 +834,35 @@ class Keepalive:
             finally:
                 _on_keeper.depth -= 1
 
+    # The C keepalive is read under self._lock, and stop() takes it out under the same
+    # lock before freeing it: a reader on another thread (lease.deadline while close()
+    # stops every keepalive) never reads a freed one.  stop() does not hold the lock
+    # while the C stop waits for a running on_lost, which may read these too.
+
     def _deadline(self) -> float:
         c = FlLease()
-        lib.fl_keepalive_status(self._k, byref(c))
+        with self._lock:
+            k = self._k
+            if k is None:  # stopping: the lease's own deadline (stop() brings it up to date)
+                return int(self._lease._c.deadline_ns) / 1e9
+            lib.fl_keepalive_status(k, byref(c))
         return int(c.deadline_ns) / 1e9
 
     @property
     def lost(self) -> bool:
         """True once a renewal failed."""
-        if self._k is None:
-            return self.error is not None
-        return int(lib.fl_keepalive_status(self._k, None)) != 0
+        with self._lock:
+            if self._k is None:
+                return self.error is not None
+            return int(lib.fl_keepalive_status(self._k, None)) != 0
 
     def fileno(self) -> int:
-        """An eventfd that becomes readable when the lease is lost (for select/poll)."""
-        if self._k is None:
-            raise ValueError("keepalive is stopped")
-        return int(lib.fl_keepalive_fd(self._k))
+        """An eventfd that becomes readable when the lease is lost (for select/poll).  It
+        is closed by stop(), as a file's descriptor by close()."""
+        with self._lock:
+            if self._k is None:
+                raise ValueError("keepalive is stopped")
+            return int(lib.fl_keepalive_fd(self._k))
 
     def stop(self) -> None:
         """Stop renewing; the lease keeps its latest deadline.  Raises OwnershipLost (or the
@@ -847,12 +872,21 @@ class Keepalive:
             raise ForkedHandle(errno.ECHILD, None, "a keepalive belongs to the process that "
                                "started it (its thread exists only there); a fork() child "
                                "must not stop it")
-        k, self._k = self._k, None
-        if k is None:
-            return
-        c = FlLease()
-        rc = int(lib.fl_keepalive_stop(k, byref(c)))
-        detail = cast(bytes, _last_error_fn()).decode("utf-8", "replace") if rc < 0 else ""
+        # A call in flight of the Region, registered before k is taken: a close() on
+        # another thread that finds k gone waits for this stop before fl_close() frees
+        # the keeper (the module's Dekker pair).
+        region, me = self._region, _get_ident()
+        region._active.append(me)
+        try:
+            with self._lock:
+                k, self._k = self._k, None
+            if k is None:
+                return
+            c = FlLease()
+            rc = int(lib.fl_keepalive_stop(k, byref(c)))
+            detail = cast(bytes, _last_error_fn()).decode("utf-8", "replace") if rc < 0 else ""
+        finally:
+            region._call_ended(me)
         with self._region._ka_lock:
             self._region._keepalives.discard(self)
         if self._lease._keepalive is self:

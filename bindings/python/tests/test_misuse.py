@@ -2,6 +2,8 @@
 """Misuse from Python (issue 26, defects 1, 2, 4-9): each is refused with the exception a
 Python programmer expects, before ctypes can turn it into something else."""
 import gc
+import subprocess
+import sys
 import os
 import signal
 import threading
@@ -253,3 +255,69 @@ def test_info_fields_are_enums(region, other):
     assert other.locks()[0].state is fencelock.LockState.FREE
     assert other.info().run_state is fencelock.RunState.STARTED
     assert fencelock.LockState(7).name == "UNKNOWN_7"  # a newer library's value is kept
+
+
+def test_close_races_with_keepalive_stops_and_reads(daemon):
+    """close() stops every keepalive while other threads stop them too and read their
+    deadlines: a stop in flight holds the C close off, a read never sees a freed one."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(0.0001)  # interleave the threads as finely as the GIL allows
+    try:
+        _close_racing_keepalives(daemon)
+    finally:
+        sys.setswitchinterval(old)
+
+
+def _close_racing_keepalives(daemon):
+    for _ in range(1000):  # the window is a few instructions wide: many rounds (5-10 s)
+        r = fencelock.open(daemon.region)
+        leases = [r.acquire(f"k{i}", lease=5, timeout=0) for i in range(4)]
+        kas = [lease.keep_alive() for lease in leases]
+        stop, go = threading.Event(), threading.Event()
+        errors = []
+
+        def reader(lease, ka):
+            while not stop.is_set():
+                assert lease.deadline > 0
+                ka.lost
+                try:
+                    ka.fileno()
+                except ValueError:
+                    pass  # stopped
+
+        def stopper(ka):
+            go.wait()
+            try:
+                ka.stop()
+            except BaseException as e:  # noqa: BLE001
+                errors.append(e)
+
+        ts = [threading.Thread(target=reader, args=(leases[i], kas[i])) for i in range(2)]
+        ts += [threading.Thread(target=stopper, args=(kas[i],)) for i in range(2, 4)]
+        for t in ts:
+            t.start()
+        go.set()
+        r.close()
+        stop.set()
+        for t in ts:
+            t.join(20)
+        assert errors == []
+
+
+def test_exit_with_a_daemon_thread_waiting_on_an_unclosed_region(daemon, other):
+    """At interpreter exit a collected Region cannot wait for a daemon thread's call (it
+    never runs again): the process exits, and its locks go as a death's."""
+    held = other.acquire("busy", lease=60)
+    code = ("import sys, threading, fencelock\n"
+            "r = fencelock.open(sys.argv[1])\n"
+            "mine = r.acquire('mine', lease=60, timeout=0)\n"
+            "t = threading.Thread(target=r.acquire, args=('busy', 5, None), daemon=True)\n"
+            "t.start()\n"
+            "print('waiting', flush=True)\n")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(fencelock.__file__)))
+    p = subprocess.Popen([sys.executable, "-c", code, daemon.region], stdout=subprocess.PIPE,
+                         text=True, env=env)
+    assert p.stdout.readline() == "waiting\n"
+    assert p.wait(30) == 0
+    held.release()
+    assert other.acquire("mine", timeout=10).owner_died_previous
