@@ -218,6 +218,18 @@ func (r *Region) Close() error {
 	r.cancelMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// A KeepAlive that registered after the copy above (it holds mu for
+	// reading, so none can register now): stopped before fl_close frees it.
+	// ka.stop takes l.mu only, and no holder of l.mu waits for mu.
+	r.kaMu.Lock()
+	kas = kas[:0]
+	for ka := range r.keepalives {
+		kas = append(kas, ka)
+	}
+	r.kaMu.Unlock()
+	for _, ka := range kas {
+		ka.stop()
+	}
 	if r.c != nil {
 		C.fl_close(r.c)
 		r.c = nil

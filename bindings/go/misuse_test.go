@@ -326,3 +326,35 @@ func TestGoDocShowsConstantValues(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseRacesKeepAlive: Close while another goroutine starts, stops and
+// releases kept leases.  A KeepAlive that registered after Close had copied
+// the running keepalives was freed by fl_close and then stopped (SIGSEGV in
+// fl_keepalive_stop; found by issue 26's hostile review).
+func TestCloseRacesKeepAlive(t *testing.T) {
+	d := startDaemon(t)
+	for i := 0; i < 300; i++ {
+		r := d.open(t)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				l, err := r.Acquire(context.Background(), "ka", 5*time.Second)
+				if err != nil {
+					return // closed
+				}
+				stop, err := l.KeepAlive(nil)
+				if err != nil {
+					return
+				}
+				stop()
+				l.Release()
+			}
+		}()
+		time.Sleep(time.Duration(i%10) * 50 * time.Microsecond) // vary where Close lands
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+	}
+}
