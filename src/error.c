@@ -47,7 +47,10 @@
     X(EEXIST, "already exists")                                                             \
     X(ERANGE, "index out of range")                                                         \
     X(EINTR, "interrupted")                                                                 \
-    X(EIO, "input/output error")
+    X(EIO, "input/output error")                                                            \
+    /* The bindings' own errors, named here so that every layer names them alike: */       \
+    X(EBADF, "the handle is closed")                                                        \
+    X(EALREADY, "already in progress (the lease already has a keepalive)")
 
 struct fl__error_entry {
     int code;

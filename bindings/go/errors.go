@@ -59,9 +59,9 @@ func (e *Error) Error() string {
 	return s
 }
 
-// errnoName is the errno's symbolic name: fl_err_name's for the errors the
-// C library returns, this table's for those only the binding makes (it
-// answers "E?" for them), else "errno N".
+// errnoName is the errno's symbolic name: fl_err_name's (which names the
+// bindings' EBADF and EALREADY too since issue 26), this table's for those
+// an older library answers "E?" for, else "errno N".
 func errnoName(errno syscall.Errno) string {
 	if n := C.GoString(C.fl_err_name(C.int(-errno))); n != "E?" {
 		return n

@@ -228,7 +228,7 @@ func TestErrorText(t *testing.T) {
 	}{
 		{Error{Errno: syscall.ESTALE, Op: "x"}, "fencelock: x: " +
 			"fencing token is stale: ownership lost (do not retry with this token) (ESTALE)"},
-		{Error{Errno: syscall.EBADF, Op: "x"}, "fencelock: x: bad file descriptor (EBADF)"},
+		{Error{Errno: syscall.EBADF, Op: "x"}, "fencelock: x: the handle is closed (EBADF)"},
 		{Error{Errno: syscall.Errno(200), Op: "x", Message: "m"}, "fencelock: x: m (errno 200)"},
 	} {
 		if got := c.e.Error(); got != c.want {

@@ -35,7 +35,7 @@ def encode_name(s: object, what: str) -> bytes:
         _cache[s] = b
         return b
     if isinstance(s, str):
-        return encode_name(str(s), what)
+        return encode_name(str.__str__(s), what)  # its text, not an overridden __str__
     if isinstance(s, (bytes, bytearray)):
         b = bytes(s)
         if b"\0" in b:

@@ -158,6 +158,11 @@ PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
 }
 
 
+# The functions every libfencelock since 0.0 has: the binding cannot work without them.
+_CORE = ("fl_open", "fl_close", "fl_acquire", "fl_renew", "fl_release", "fl_commit", "fl_read",
+         "fl_strerror", "fl_last_error")
+
+
 def _candidates() -> Tuple[List[str], bool, List[str]]:
     """Where to look for the library, in order (bindings/python/README.md, "Finding the
     library"): the files to try, whether $FENCELOCK_LIB chose them, and the places beside
@@ -225,6 +230,12 @@ def load() -> Any:
             errors.append(msg if os.sep in p else "the loader's path: " + msg)
     else:
         raise ImportError(_not_found(errors, explicit, missing))
+    # Another library given by FENCELOCK_LIB (or found by the loader) loads too: refuse
+    # it here, by name, rather than with an AttributeError at the first call.
+    absent = [n for n in _CORE if getattr(lib, n, None) is None]
+    if absent:
+        raise ImportError(f"fencelock: {_loaded_path(lib, p)} is not libfencelock: it has no "
+                          f"{absent[0]}(); point FENCELOCK_LIB at libfencelock.so.0")
     for name, (restype, argtypes) in PROTOTYPES.items():
         fn = getattr(lib, name, None)
         if fn is None:

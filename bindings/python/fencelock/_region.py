@@ -24,8 +24,10 @@ its path and open it in the other process.
 from __future__ import annotations
 
 import _thread
+import array
 import ctypes
 import errno
+import mmap
 import operator
 import os
 import sys
@@ -53,18 +55,25 @@ _get_ident = _thread.get_ident
 # The C types' limits, checked before ctypes sees a number (ctypes would wrap
 # it modulo 2^64: a 584-year lease would be 0.29 s).
 NS_MAX = (1 << 63) - 1  # lease_ns and timeout_ns: int64_t-sized in every backend
-SECONDS_MAX = NS_MAX // 1_000_000_000  # 292 years
+# The most seconds ctypes can carry (292 years).  A backend refuses a deadline it
+# cannot record with Error EOVERFLOW: a region file records 2^48 us of
+# CLOCK_MONOTONIC (a deadline up to about 8.9 years after boot).
+SECONDS_MAX = NS_MAX // 1_000_000_000
 U64_MAX = (1 << 64) - 1
+KEEPALIVE_MIN_NS = 3000  # fl_keepalive_start's least lease_ns
 
 # Bound once: an attribute lookup on the CDLL per call is measurable (bench.py).
-_acquire_fn, _acquire_cancelable_fn = lib.fl_acquire, lib.fl_acquire_cancelable
+_acquire_fn = lib.fl_acquire
+_acquire_cancelable_fn = getattr(lib, "fl_acquire_cancelable", None)  # an older library: None
 _acquire_key_fn = getattr(lib, "fl_acquire_key", None)
 _acquire_key_cancelable_fn = getattr(lib, "fl_acquire_key_cancelable", None)
 _release_fn, _renew_fn, _check_fn = lib.fl_release, lib.fl_renew, lib.fl_check
 _commit_fn, _last_error_fn = lib.fl_commit, lib.fl_last_error
 
 Duration = Union[int, float]
-Bytes = Union[bytes, bytearray, memoryview]
+# Bytes-like objects (the buffer protocol; collections.abc.Buffer is Python 3.12's).
+Bytes = Union[bytes, bytearray, memoryview, "array.array[Any]", mmap.mmap]
+RegionPath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 LostCallback = Callable[["Lease", "_errors.Error"], object]
 _T = TypeVar("_T")
 
@@ -127,6 +136,8 @@ def _timeout_ns(timeout: Optional[Duration]) -> int:
 
 
 def _u64(value: int, what: str) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an int, not bool")
     v = operator.index(value)
     if not 0 <= v <= U64_MAX:
         raise ValueError(f"{what} must be in 0..2^64-1 ({U64_MAX}), not {v}")
@@ -159,7 +170,7 @@ def default_region_path() -> str:
         return os.fsdecode(buf.value)
 
 
-def open(region: Union[str, bytes, "os.PathLike[str]", None] = None, *,  # noqa: A001
+def open(region: Optional[RegionPath] = None, *,  # noqa: A001
          readonly: bool = False) -> "Region":
     """Open a region (None: $FENCELOCK_REGION, else default_region_path()) and register
     with its supervisor.  readonly=True maps it for inspection only (info(), locks(),
@@ -183,7 +194,7 @@ class Region:
 
     readonly: bool
 
-    def __init__(self, region: Union[str, bytes, "os.PathLike[str]", None] = None, *,
+    def __init__(self, region: Optional[RegionPath] = None, *,
                  readonly: bool = False) -> None:
         self._h: Optional[c_void_p] = None
         self._active: List[int] = []  # threads inside a call (see the module)
@@ -253,6 +264,18 @@ class Region:
             h, self._closing = self._closing, None
             spare, self._spare_cancels = self._spare_cancels, []
         if h is not None:
+            # Keepalives started by calls that were in flight when close() stopped the
+            # others: stopped here, before fl_close frees them (no call is in flight,
+            # and none can start: the handle is cleared).
+            with self._ka_lock:
+                left = list(self._keepalives)
+            for ka in left:
+                k = ka._take()
+                if k is not None:
+                    try:
+                        ka._stopped(k)
+                    except _errors.Error:
+                        pass  # lost: kept in ka.error
             lib.fl_close(h)
         for c in spare:
             lib.fl_cancel_free(c)
@@ -483,7 +506,7 @@ class Region:
         one too when strict), ScopeMismatch if the record belongs to another key;
         ValueError for a Lease of another Region, TypeError for data that is not
         bytes-like."""
-        if lease._region is not self:
+        if type(lease) is not Lease or lease._region is not self:
             self._own(lease)
         name = encode_name(record, "record")
         if type(data) is not bytes:
@@ -535,6 +558,8 @@ class Region:
         created), Error EINVAL if key never issued token.  token: an int 1..TOKEN_MAX."""
         if not has("fl_commit_token"):
             raise _errors.unsupported("fl_commit_token")
+        if isinstance(token, bool):
+            raise TypeError("token must be an int, not bool")
         token = operator.index(token)
         if not 0 < token <= TOKEN_MAX:
             raise ValueError(f"token must be in 1..{TOKEN_MAX}, not {token}")
@@ -776,6 +801,9 @@ class Lease:
         if self._keepalive is not None:
             raise ValueError(f"lease {self!r} already has a keepalive")
         ns = self._len_ns if lease is None else _ns(lease, "lease")
+        if ns < KEEPALIVE_MIN_NS:
+            raise ValueError(f"a kept lease must be at least {KEEPALIVE_MIN_NS} ns (3 us), not "
+                             f"{ns} ns")
         k = Keepalive(self, on_lost, ns)
         self._keepalive = k
         return k
@@ -816,13 +844,23 @@ class Keepalive:
         # self, and self is kept in the region's set until stop().
         self._cb: Any = LOST_FN(self._lost)
         k = c_void_p()
-        rc = self._region._run(lambda h: int(lib.fl_keepalive_start(
-            h, lease._c, lease_ns, self._cb, None, byref(k))))
-        if rc < 0:
-            raise_for(rc, f"key {lease.key!r}")
-        self._k = k
-        with self._region._ka_lock:
-            self._region._keepalives.add(self)
+        region, me = self._region, _get_ident()
+        region._active.append(me)  # a call in flight (see the module)
+        h = region._h
+        if h is None:
+            raise region._closed(me)
+        try:
+            rc = int(lib.fl_keepalive_start(h, lease._c, lease_ns, self._cb, None, byref(k)))
+            if rc < 0:
+                raise_for(rc, f"key {lease.key!r}")
+            # Registered before the call ends: a close() waiting for it, or this call's
+            # end closing for it, finds and stops this keepalive before fl_close.
+            with self._lock:
+                self._k = k
+            with region._ka_lock:
+                region._keepalives.add(self)
+        finally:
+            region._call_ended(me)
 
     def _lost(self, _arg: Any, _c: Any, err: int) -> None:
         self.error = _errors._CLASSES.get(-err, _errors.Error)(
@@ -878,15 +916,24 @@ class Keepalive:
         region, me = self._region, _get_ident()
         region._active.append(me)
         try:
-            with self._lock:
-                k, self._k = self._k, None
+            k = self._take()
             if k is None:
                 return
-            c = FlLease()
-            rc = int(lib.fl_keepalive_stop(k, byref(c)))
-            detail = cast(bytes, _last_error_fn()).decode("utf-8", "replace") if rc < 0 else ""
+            self._stopped(k)
         finally:
             region._call_ended(me)
+
+    def _take(self) -> Optional[c_void_p]:
+        """The C keepalive, taken out (None once taken): readers see it no more."""
+        with self._lock:
+            k, self._k = self._k, None
+        return k
+
+    def _stopped(self, k: c_void_p) -> None:
+        """fl_keepalive_stop of the taken k, and the bookkeeping; raises its error."""
+        c = FlLease()
+        rc = int(lib.fl_keepalive_stop(k, byref(c)))
+        detail = cast(bytes, _last_error_fn()).decode("utf-8", "replace") if rc < 0 else ""
         with self._region._ka_lock:
             self._region._keepalives.discard(self)
         if self._lease._keepalive is self:
@@ -897,10 +944,13 @@ class Keepalive:
             # On the keepalive thread, which may be returning through this very thunk
             # (a stop from our own on_lost): never free it.
             _retired_thunks.append(self._cb)
-        self._cb = None  # stop() waited for any running callback of k: no more calls
+        self._cb = None  # fl_keepalive_stop waited for any running callback of k
         if rc < 0:
-            raise _errors._CLASSES.get(-rc, _errors.Error)(
+            err = _errors._CLASSES.get(-rc, _errors.Error)(
                 -rc, None, f"keepalive of key {self._lease.key!r}: {detail}")
+            if self.error is None:  # lost, its callback skipped (a close() in another)
+                self.error = err
+            raise err
 
     def __enter__(self) -> "Keepalive":
         return self

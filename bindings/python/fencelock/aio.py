@@ -74,7 +74,7 @@ from typing import Any, Generic, Literal, Self, TypeVar
 
 from . import Busy, Cancel, Cancelled, Closed, Deadlock, Key, Lease, Region
 from ._names import encode_name
-from ._region import _ns, _timeout_ns
+from ._region import Bytes, RegionPath, _ns, _timeout_ns
 from . import open as _open_sync
 
 __all__ = ["open", "AsyncRegion", "AsyncLease"]
@@ -86,7 +86,7 @@ _REMOTE_SCHEMES = ("etcd://", "etcds://")
 _State = Literal["new", "opening", "open", "closing", "closed"]
 
 
-def open(region: str | bytes | os.PathLike[str] | None = None, *,  # noqa: A001 - the API's name
+def open(region: RegionPath | None = None, *,  # noqa: A001 - the API's name
          readonly: bool = False) -> AsyncRegion:
     """An AsyncRegion for region (None: $FENCELOCK_REGION, else the default path), opened
     by `async with` (which closes it on exit) or by `await` (then close() it).
@@ -363,7 +363,7 @@ class AsyncLease:
 class AsyncRegion:
     """One region opened for asyncio: see the module's docstring.  Made by open()."""
 
-    def __init__(self, region: str | bytes | os.PathLike[str] | None = None, *,
+    def __init__(self, region: RegionPath | None = None, *,
                  readonly: bool = False) -> None:
         self._spec = region
         self.readonly = readonly
@@ -566,12 +566,12 @@ class AsyncRegion:
     def _lease(lease: AsyncLease | Lease) -> Lease:
         return lease.lease if isinstance(lease, AsyncLease) else lease
 
-    def _data(self, data: Any) -> Any:
+    def _data(self, data: Bytes) -> Any:
         # A thread reads it later: a copy, so that the caller may reuse its buffer.  Only
         # bytes-like objects (memoryview refuses the rest, as commit does).
         return bytes(memoryview(data)) if self._remote else data
 
-    async def commit(self, lease: AsyncLease | Lease, record: str | bytes, data: Any,
+    async def commit(self, lease: AsyncLease | Lease, record: str | bytes, data: Bytes,
                      strict: bool = False) -> int:
         """Region.commit: data (bytes-like) to record, fenced by lease's token; returns the
         accepted token.  StaleFence, ScopeMismatch as Region.commit."""
@@ -586,7 +586,7 @@ class AsyncRegion:
         accepted: int = await self._call(lambda: region.commit_u64(sync, record, value, strict))
         return accepted
 
-    async def commit_token(self, key: str | bytes, token: int, record: str | bytes, data: Any,
+    async def commit_token(self, key: str | bytes, token: int, record: str | bytes, data: Bytes,
                            strict: bool = False) -> int:
         """Region.commit_token: fenced by a token that key issued, without its lease."""
         region, data = self._open_region(), self._data(data)

@@ -321,3 +321,94 @@ def test_exit_with_a_daemon_thread_waiting_on_an_unclosed_region(daemon, other):
     assert p.wait(30) == 0
     held.release()
     assert other.acquire("mine", timeout=10).owner_died_previous
+
+
+def test_keep_alive_started_while_another_thread_closes(daemon):
+    """A keep_alive() that is the last call in flight when close() runs: stopped before
+    the C close frees it, never left holding a freed keepalive (hostile review)."""
+    for rnd in range(200):
+        r = fencelock.open(daemon.region)
+        kas = []
+
+        def worker():
+            try:
+                for i in range(100):
+                    kas.append(r.acquire(f"k{i}", lease=30, timeout=0).keep_alive())
+            except fencelock.Closed:
+                pass
+
+        t = threading.Thread(target=worker)
+        t.start()
+        time.sleep((rnd % 10) * 0.0003)  # vary where close() lands
+        r.close()
+        t.join(20)
+        assert [k for k in kas if k._k is not None] == []
+        for k in kas:
+            k.stop()  # already stopped: nothing, no freed memory read
+            assert k.lost is False
+
+
+def test_every_lost_keepalive_says_so_after_close_from_on_lost(daemon, other):
+    r = fencelock.open(daemon.region)
+    leases = [r.acquire(f"lost{i}", lease=0.3, timeout=0) for i in range(3)]  # renewed at 0.1 s
+    closed = threading.Event()
+
+    def on_lost(lease, error):
+        r.close()  # the others' callbacks are skipped: the Region is gone
+        closed.set()
+
+    kas = [lease.keep_alive(on_lost=on_lost) for lease in leases]
+    for lease in leases:  # behind the keepalives' backs: every renewal fails
+        assert fencelock._native.lib.fl_release(r._h, lease._c) == 0
+    assert closed.wait(20)
+    assert r.closed
+    assert [k.lost for k in kas] == [True, True, True]
+    assert all(isinstance(k.error, fencelock.OwnershipLost) for k in kas)
+
+
+def test_a_str_subclass_names_its_text(region, other):
+    """class Job(str, Enum): its __str__ is "Job.RENDER", its text "render"."""
+    import enum
+
+    class Job(str, enum.Enum):
+        RENDER = "render"
+
+    with region.acquire(Job.RENDER, timeout=0) as lease:
+        with pytest.raises(fencelock.Busy):
+            other.acquire("render", timeout=0)
+        region.commit(lease, Job.RENDER, b"x")
+    assert other.read("render") == (b"x", lease.token)
+
+
+def test_closed_is_named(region):
+    assert fencelock.err_name(9) == "EBADF" and "closed" in fencelock.strerror(9)
+    region.close()
+    with pytest.raises(fencelock.Closed) as e:
+        region.read("x")
+    assert e.value.name == "EBADF" and str(e.value).startswith("EBADF: ")
+
+
+def test_arguments_of_the_wrong_kind(region):
+    with region.acquire("k", timeout=0) as lease:
+        for call in (lambda: region.commit(None, "k/r", b"x"),
+                     lambda: region.commit_u64(None, "k/r", 1),
+                     lambda: region.commit_u64(lease, "k/r", True),
+                     lambda: region.commit_token("k", True, "k/r", b"x")):
+            with pytest.raises(TypeError):
+                call()
+        with pytest.raises(ValueError, match="3 us"):
+            lease.keep_alive(lease=1e-6)
+        import array
+        region.commit(lease, "k/r", array.array("B", b"ab"))
+        assert region.read("k/r")[0] == b"ab"
+
+
+def test_a_library_that_is_not_libfencelock_is_an_import_error(tmp_path):
+    import ctypes.util
+    other_lib = ctypes.util.find_library("z") or "libc.so.6"
+    env = dict(os.environ, FENCELOCK_LIB=other_lib,
+               PYTHONPATH=os.path.dirname(os.path.dirname(fencelock.__file__)))
+    p = subprocess.run([sys.executable, "-c", "import fencelock"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 1
+    assert "ImportError: fencelock:" in p.stderr and "is not libfencelock" in p.stderr
