@@ -397,7 +397,7 @@ class Region:
         if cancel is not None and not isinstance(cancel, _cancel.Cancel):
             raise TypeError(f"cancel must be a fencelock.Cancel, not {type(cancel).__name__}")
         c = FlLease()
-        me = _get_ident()
+        me = _get_ident()  # _run(), inlined: the hot path (bench.py, question 8)
         active = self._active
         active.append(me)
         h = self._h
@@ -512,7 +512,7 @@ class Region:
         if type(data) is not bytes:
             data = _data(data)
         accepted = c_uint64()
-        me = _get_ident()
+        me = _get_ident()  # _run(), inlined: the hot path (bench.py, question 8)
         active = self._active
         active.append(me)
         h = self._h
