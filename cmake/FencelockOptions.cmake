@@ -17,13 +17,20 @@
 # test, lint, bench and CI scripts turn it on: a newer compiler with new
 # warnings must not break a user's build.
 
-if(CMAKE_SOURCE_DIR STREQUAL PROJECT_SOURCE_DIR)
+if(DEFINED PROJECT_IS_TOP_LEVEL) # CMake 3.21
+  set(FL_TOP_LEVEL ${PROJECT_IS_TOP_LEVEL})
+elseif(CMAKE_SOURCE_DIR STREQUAL PROJECT_SOURCE_DIR)
   set(FL_TOP_LEVEL ON)
 else()
   set(FL_TOP_LEVEL OFF)
 endif()
+# CTest's BUILD_TESTING, when the builder set it, chooses the tests' default.
+set(FL_TESTS_DEFAULT ${FL_TOP_LEVEL})
+if(DEFINED BUILD_TESTING AND NOT BUILD_TESTING)
+  set(FL_TESTS_DEFAULT OFF)
+endif()
 
-option(FL_BUILD_TESTS "Build the test suite (needs cmocka and the examples)" ${FL_TOP_LEVEL})
+option(FL_BUILD_TESTS "Build the test suite (needs cmocka and the examples)" ${FL_TESTS_DEFAULT})
 option(FL_BUILD_EXAMPLES "Build the examples (needs SQLite; libpq optional)" ${FL_TOP_LEVEL})
 option(FL_BUILD_BENCH "Build the benchmarks" ${FL_TOP_LEVEL})
 option(FL_ETCD "Build the etcd backend (needs libcurl and jansson)" ON)
@@ -34,15 +41,35 @@ option(FL_UBSAN "Build with UndefinedBehaviorSanitizer" OFF)
 option(FL_TSAN "Build with ThreadSanitizer (in-process threaded paths only)" OFF)
 
 # Warnings for fencelock's own targets only, never for an embedding project:
-# fl_target_warnings(target...) for the library and programs; tests/,
-# examples/ and bench/ add them for their whole directory.
+# fl_own_target(target...) links them the INTERFACE target fl_build (see the
+# top CMakeLists.txt), which carries these, _GNU_SOURCE and the sanitizers.
 set(FL_WARNING_FLAGS -Wall -Wextra)
 if(FL_WERROR)
   list(APPEND FL_WARNING_FLAGS -Werror)
 endif()
-function(fl_target_warnings)
+set(FL_SAN_FLAGS "")
+if(FL_ASAN)
+  list(APPEND FL_SAN_FLAGS -fsanitize=address -fno-omit-frame-pointer)
+endif()
+if(FL_UBSAN)
+  list(APPEND FL_SAN_FLAGS -fsanitize=undefined -fno-sanitize-recover=all)
+endif()
+if(FL_TSAN)
+  list(APPEND FL_SAN_FLAGS -fsanitize=thread)
+endif()
+# BUILD_INTERFACE: fl_build is the build's, never part of the installed
+# package (the static library's PRIVATE links are exported otherwise).
+function(fl_own_target)
   foreach(t ${ARGN})
-    target_compile_options(${t} PRIVATE ${FL_WARNING_FLAGS})
+    target_link_libraries(${t} PRIVATE $<BUILD_INTERFACE:fl_build>)
+  endforeach()
+endfunction()
+# fl_internal_target(target...): for code that includes src/ (the library,
+# the supervisor, the tests of internals): src/ on the include path, and the
+# 16-byte compare-and-swap of src/arch/pair.h (-mcx16 on x86-64).
+function(fl_internal_target)
+  foreach(t ${ARGN})
+    target_link_libraries(${t} PRIVATE $<BUILD_INTERFACE:fl_build> $<BUILD_INTERFACE:fl_internal>)
   endforeach()
 endfunction()
 
