@@ -60,9 +60,19 @@ int fl__client_register(fl_region *r)
      * before it reads the hello: then the send fails but the reply is there
      * to read, and the first recv may report the hang-up (ECONNRESET)
      * before it. */
-    bool sent = send(fd, &hello, sizeof hello, MSG_NOSIGNAL) == (ssize_t)sizeof hello;
+    /* EINTR: a signal with a handler (the socket's timeouts make these calls
+     * not restartable even under SA_RESTART) must not turn a registered open
+     * into an unregistered one; each retry waits at most the timeout again. */
+    ssize_t w;
+    do
+        w = send(fd, &hello, sizeof hello, MSG_NOSIGNAL);
+    while (w < 0 && errno == EINTR);
+    bool sent = w == (ssize_t)sizeof hello;
     unsigned char buf[sizeof(struct fl__reply) + 1]; /* +1: a longer message is caught */
-    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    ssize_t n;
+    do
+        n = recv(fd, buf, sizeof buf, 0);
+    while (n < 0 && errno == EINTR);
     if (n < 0 && errno == ECONNRESET)
         n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
     struct fl__reply reply;

@@ -199,7 +199,8 @@ class Region:
         self._h: Optional[c_void_p] = None
         self._active: List[int] = []  # threads inside a call (see the module)
         self._waits: Set[int] = set()  # the fl_cancel of every wait in flight
-        self._wait_lock = threading.Lock()
+        # Reentrant: close() from a signal handler may interrupt a holder of it.
+        self._wait_lock = threading.RLock()
         self._spare_cancels: List[c_void_p] = []  # per-wait fl_cancels for reuse
         self._closing: Optional[c_void_p] = None  # the C handle close() left to a call
         self._pid = os.getpid()
@@ -225,26 +226,32 @@ class Region:
         h, self._h = self._h, None  # first: a call that starts now sees it (the module)
         if h is None:
             return
-        if os.getpid() == self._pid:
-            for k in list(self._keepalives):
-                try:
-                    k.stop()
-                except _errors.Error:
-                    pass  # lost: the lease is gone anyway
+        if os.getpid() != self._pid:
+            # A fork() child: its copies of the parent's calls in flight and keepalives
+            # have no thread here; only the child's copy of the mapping is undone.
+            lib.fl_close(h)
+            return
+        # The waits first: an on_lost callback waiting in acquire() must end (Closed)
+        # before the keepalive stops below, which wait for running callbacks.
         with self._wait_lock:
             waits = list(self._waits)
         for c in waits:
             lib.fl_cancel_trigger(c)
         self._closing = h
         me = _get_ident()
-        if me in self._active:
-            return  # a signal handler inside one of our calls: its end closes
-        if _in_callback():
-            # On the keepalive thread: a call in flight may be a stop() waiting for this
-            # very callback, so never wait for calls here; close now if none is in
-            # flight, else the last one to end closes.
+        if me in self._active or _in_callback():
+            # A signal handler inside one of our calls (which may hold a keepalive's
+            # lock), or the keepalive thread (a call in flight may be a stop() waiting
+            # for this very callback): never wait, never take a keepalive here.  Close
+            # now if no call is in flight, else the last one to end closes (and stops
+            # the keepalives then: _close_if_idle).
             self._close_if_idle()
             return
+        for k in list(self._keepalives):
+            try:
+                k.stop()
+            except _errors.Error:
+                pass  # lost: the lease is gone anyway
         delay = 0.0001
         while self._active:  # other threads' calls, ending now (their waits are cancelled)
             if sys.is_finalizing():
@@ -877,30 +884,39 @@ class Keepalive:
     # stops every keepalive) never reads a freed one.  stop() does not hold the lock
     # while the C stop waits for a running on_lost, which may read these too.
 
+    def _reading(self, read: Callable[[c_void_p], _T], stopped: Callable[[], _T]) -> _T:
+        """read(k) of the C keepalive, or stopped() once it is taken.  Also a call in
+        flight: a close() from a signal handler that interrupts it is left to its end."""
+        region, me = self._region, _get_ident()
+        region._active.append(me)
+        try:
+            with self._lock:
+                k = self._k
+                return stopped() if k is None else read(k)
+        finally:
+            region._call_ended(me)
+
     def _deadline(self) -> float:
         c = FlLease()
-        with self._lock:
-            k = self._k
-            if k is None:  # stopping: the lease's own deadline (stop() brings it up to date)
-                return int(self._lease._c.deadline_ns) / 1e9
+
+        def read(k: c_void_p) -> float:
             lib.fl_keepalive_status(k, byref(c))
-        return int(c.deadline_ns) / 1e9
+            return int(c.deadline_ns) / 1e9
+        # stopping: the lease's own deadline (stop() brings it up to date)
+        return self._reading(read, lambda: int(self._lease._c.deadline_ns) / 1e9)
 
     @property
     def lost(self) -> bool:
         """True once a renewal failed."""
-        with self._lock:
-            if self._k is None:
-                return self.error is not None
-            return int(lib.fl_keepalive_status(self._k, None)) != 0
+        return self._reading(lambda k: int(lib.fl_keepalive_status(k, None)) != 0,
+                             lambda: self.error is not None)
 
     def fileno(self) -> int:
         """An eventfd that becomes readable when the lease is lost (for select/poll).  It
         is closed by stop(), as a file's descriptor by close()."""
-        with self._lock:
-            if self._k is None:
-                raise ValueError("keepalive is stopped")
-            return int(lib.fl_keepalive_fd(self._k))
+        def stopped() -> int:
+            raise ValueError("keepalive is stopped")
+        return self._reading(lambda k: int(lib.fl_keepalive_fd(k)), stopped)
 
     def stop(self) -> None:
         """Stop renewing; the lease keeps its latest deadline.  Raises OwnershipLost (or the

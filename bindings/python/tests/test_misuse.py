@@ -412,3 +412,103 @@ def test_a_library_that_is_not_libfencelock_is_an_import_error(tmp_path):
                        text=True, timeout=60)
     assert p.returncode == 1
     assert "ImportError: fencelock:" in p.stderr and "is not libfencelock" in p.stderr
+
+
+def test_close_ends_a_wait_made_by_an_on_lost_callback(daemon, other):
+    """close() cancels the waits before it stops the keepalives (a stop waits for the
+    running callback, which would wait for its acquire forever; second review)."""
+    r = fencelock.open(daemon.region)
+    held = other.acquire("held", lease=60)
+    out, started = [], threading.Event()
+
+    def on_lost(lease, error):
+        started.set()
+        try:
+            r.acquire("held", lease=5, timeout=None)
+            out.append("acquired")
+        except fencelock.Closed:
+            out.append("Closed")
+
+    lease = r.acquire("lost", lease=0.3, timeout=0)
+    lease.keep_alive(on_lost=on_lost)
+    assert fencelock._native.lib.fl_release(r._h, lease._c) == 0  # its renewal fails
+    assert started.wait(20)
+    _wait_for_waiter(other, "held")
+    r.close()  # returned: the callback's wait ended
+    assert out == ["Closed"]
+    held.release()
+
+
+def test_close_from_a_signal_handler_while_a_keepalive_is_read(daemon):
+    fired = []
+    current = []
+    old = signal.signal(signal.SIGUSR1, lambda s, f: (fired.append(1), current[0].close()))
+    try:
+        for rnd in range(50):
+            r = fencelock.open(daemon.region)
+            current[:] = [r]
+            lease = r.acquire(f"k{rnd % 4}", lease=5, timeout=0)
+            ka = lease.keep_alive()
+            n = 0
+            while not r.closed:
+                ka.lost
+                lease.deadline
+                n += 1
+                if n == 50:
+                    os.kill(os.getpid(), signal.SIGUSR1)  # lands inside some read
+            assert ka._k is None
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+    assert len(fired) == 50
+
+
+def test_close_in_a_fork_child_leaves_the_parents_calls_alone(daemon, other):
+    """The child's copies of the parent's calls in flight and keepalives have no thread
+    there: its close() only unmaps (second review: it waited for them forever)."""
+    r = fencelock.open(daemon.region)
+    held = other.acquire("held", lease=60)
+    kept = r.acquire("kept", lease=0.3, timeout=0)
+    ka = kept.keep_alive()
+    t = threading.Thread(target=lambda: pytest.raises(fencelock.Closed, r.acquire, "held",
+                                                      5, None))
+    t.start()
+    _wait_for_waiter(other, "held")
+    pid = os.fork()
+    if pid == 0:
+        try:
+            r.close()
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert kept.check() and not ka.lost  # the parent's keepalive still renews
+    time.sleep(0.4)  # past the 0.3 s lease: only the renewals keep it
+    assert kept.check()
+    r.close()
+    t.join(20)
+    held.release()
+
+
+def test_signals_during_open_do_not_make_it_unregistered(daemon):
+    """fl_open's registration retries a send or recv a signal interrupted (second review:
+    1 open in 40 came back unregistered under a signal storm)."""
+    stop = threading.Event()
+    old = signal.signal(signal.SIGUSR1, lambda s, f: None)
+
+    def kicker():
+        while not stop.is_set():
+            os.kill(os.getpid(), signal.SIGUSR1)
+            time.sleep(0.0002)
+
+    t = threading.Thread(target=kicker, daemon=True)
+    t.start()
+    try:
+        unregistered = 0
+        for _ in range(300):
+            with fencelock.open(daemon.region) as r:
+                unregistered += not r.registered
+    finally:
+        stop.set()
+        t.join(10)
+        signal.signal(signal.SIGUSR1, old)
+    assert unregistered == 0
