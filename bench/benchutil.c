@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* benchutil.c - see benchutil.h. */
 #include "benchutil.h"
+#include "proc_stat.h"
 
 #include "fencelock.h"
 
@@ -340,18 +341,8 @@ pid_t fb_fork(void)
 
 char fb_proc_state(pid_t pid)
 {
-    char path[64], text[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return '?';
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (n <= 0)
-        return '?';
-    text[n] = '\0';
-    char *p = strrchr(text, ')');
-    return (p && p[1] == ' ' && p[2]) ? p[2] : '?';
+    struct th_proc_stat st;
+    return th_proc_stat_read(pid, &st) == 0 ? st.state : '?';
 }
 
 void fb_self_rss(uint64_t *rss, uint64_t *shmem)

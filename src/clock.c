@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/proc_stat.h"
 #include "internal.h"
 
 uint64_t fl__monotonic_ns(void *ctx)
@@ -101,27 +102,6 @@ int fl__read_timens_offset(int64_t *offset_ns)
 
 uint64_t fl__process_start_time(pid_t pid)
 {
-    char path[64], text[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    text[n] = '\0';
-    /* The command name (field 2) may hold spaces and parentheses: count
-     * fields from the last ')'. Field 22 is the start time. */
-    char *p = strrchr(text, ')');
-    if (!p)
-        return 0;
-    int field = 2;
-    for (; *p && field < 22; p++)
-        if (*p == ' ')
-            field++;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(p, &end, 10);
-    return errno == 0 && end != p ? v : 0;
+    struct fl__proc_stat st;
+    return fl__proc_stat_read(pid, &st) == 0 ? st.start_time : 0;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* harness.c - see harness.h. */
 #include "harness.h"
+#include "proc_stat.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -300,18 +301,8 @@ int th_child_wait(th_child *c, int timeout_ms)
 
 char th_proc_state(pid_t pid)
 {
-    char path[64], text[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return '?';
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (n <= 0)
-        return '?';
-    text[n] = '\0';
-    char *p = strrchr(text, ')'); /* the command name may hold ')' and spaces */
-    return p && p[1] == ' ' ? p[2] : '?';
+    struct th_proc_stat st;
+    return th_proc_stat_read(pid, &st) == 0 ? st.state : '?';
 }
 
 bool th_wait_state(pid_t pid, const char *states, int timeout_ms)
@@ -329,32 +320,6 @@ bool th_wait_stopped(pid_t pid, int timeout_ms) { return th_wait_state(pid, "Tt"
 
 uint64_t th_cpu_ticks(pid_t pid)
 {
-    char path[64], text[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    text[n] = '\0';
-    char *p = strrchr(text, ')');
-    if (!p)
-        return 0;
-    /* fields after ')' start at 3; utime is 14, stime 15 */
-    int field = 2;
-    unsigned long long ut = 0, stt = 0;
-    for (char *q = p + 1; *q; q++) {
-        if (*q == ' ') {
-            field++;
-            if (field == 14)
-                ut = strtoull(q + 1, NULL, 10);
-            if (field == 15) {
-                stt = strtoull(q + 1, NULL, 10);
-                break;
-            }
-        }
-    }
-    return ut + stt;
+    struct th_proc_stat st;
+    return th_proc_stat_read(pid, &st) == 0 ? st.utime + st.stime : 0;
 }

@@ -32,6 +32,7 @@
 #include <cmocka.h>
 
 #include "fencelock.h"
+#include "proc_stat.h"
 #include "signals_util.h"
 
 #define LONG_LEASE (3600 * TH_S)
@@ -354,19 +355,13 @@ static pid_t child_of(pid_t pid)
     pid_t found = 0;
     struct dirent *e;
     while (!found && (e = readdir(d))) {
-        char path[300], text[512];
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
+        char *end;
+        long other = strtol(e->d_name, &end, 10);
+        struct th_proc_stat st;
+        if (*end || other <= 0 || th_proc_stat_read((pid_t)other, &st) != 0)
             continue;
-        size_t n = fread(text, 1, sizeof text - 1, f);
-        fclose(f);
-        text[n] = '\0';
-        const char *p = strrchr(text, ')'); /* after the command name */
-        int ppid;
-        char st;
-        if (p && sscanf(p + 1, " %c %d", &st, &ppid) == 2 && ppid == (int)pid)
-            found = (pid_t)atoi(e->d_name);
+        if (st.ppid == pid)
+            found = (pid_t)other;
     }
     closedir(d);
     return found;

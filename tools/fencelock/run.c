@@ -58,6 +58,7 @@
 #include "duration.h"
 #include "fencelock.h"
 #include "keytext.h"
+#include "proc_stat.h"
 #include "run.h"
 
 #define DEFAULT_LEASE_NS (30 * CLI_NS_PER_S)
@@ -518,28 +519,14 @@ static bool proc_alive(const struct proc *p) { return p->state != 'Z' && p->stat
 
 static bool read_proc(pid_t pid, struct proc *p)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
-    /* "PID (COMM) STATE PPID PGRP ... STARTTIME(22nd) ...": COMM may hold
-     * anything, ')' included, so the fields count from its last ')'. */
-    const char *rest = strrchr(buf, ')');
-    int ppid, pgrp;
-    if (!rest || sscanf(rest + 1,
-                        " %c %d %d %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
-                        "%*s %llu",
-                        &p->state, &ppid, &pgrp, &p->start) != 4)
+    struct fl__proc_stat st;
+    if (fl__proc_stat_read(pid, &st) != 0)
         return false;
     p->pid = pid;
-    p->ppid = ppid;
-    p->pgrp = pgrp;
+    p->ppid = st.ppid;
+    p->pgrp = st.pgrp;
+    p->state = st.state;
+    p->start = st.start_time;
     return true;
 }
 
