@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -26,14 +27,27 @@ int fl__proc_stat_read(pid_t pid, struct fl__proc_stat *out)
         return -saved;
     text[n] = '\0';
     const char *rest = strrchr(text, ')');
-    int ppid, pgrp;
-    /* fields 3 (state), 4, 5, then 14 and 15 (utime, stime), then 22 (starttime) */
-    if (!rest || sscanf(rest + 1,
-                        " %c %d %d %*s %*s %*s %*s %*s %*s %*s %*s %llu %llu %*s %*s %*s %*s "
-                        "%*s %*s %llu",
-                        &out->state, &ppid, &pgrp, &out->utime, &out->stime,
-                        &out->start_time) != 6)
+    if (!rest || rest[1] != ' ' || !rest[2])
         return -EPROTO;
+    out->state = rest[2];
+    /* Fields from 4 on are numbers: 4 ppid, 5 pgrp, 14 utime, 15 stime,
+     * 22 starttime; strtoull, so that a malformed one is refused. */
+    unsigned long long v[23] = {0};
+    const char *p = rest + 3;
+    for (int field = 4; field <= 22; field++) {
+        if (*p != ' ')
+            return -EPROTO;
+        char *end;
+        errno = 0;
+        v[field] = strtoull(p + 1, &end, 10);
+        if (errno || end == p + 1)
+            return -EPROTO;
+        p = end;
+    }
+    long long ppid = (long long)v[4], pgrp = (long long)v[5];
+    out->utime = v[14];
+    out->stime = v[15];
+    out->start_time = v[22];
     out->ppid = (pid_t)ppid;
     out->pgrp = (pid_t)pgrp;
     return 0;
