@@ -203,6 +203,7 @@ class Region:
         self._wait_lock = threading.RLock()
         self._spare_cancels: List[c_void_p] = []  # per-wait fl_cancels for reuse
         self._closing: Optional[c_void_p] = None  # the C handle close() left to a call
+        self._c_closed = threading.Event()  # set once the C handle is closed
         self._pid = os.getpid()
         self._keepalives: Set[Keepalive] = set()
         self._ka_lock = threading.Lock()
@@ -252,16 +253,15 @@ class Region:
                 k.stop()
             except _errors.Error:
                 pass  # lost: the lease is gone anyway
-        delay = 0.0001
-        while self._active:  # other threads' calls, ending now (their waits are cancelled)
-            if sys.is_finalizing():
-                # Interpreter exit (a collected Region): daemon threads inside calls never
-                # run again, so their calls never end.  Leave the handle to the process's
-                # exit, which releases its locks as a death, rather than hang.
-                return
-            time.sleep(delay)
-            delay = min(delay * 2, 0.01)
+        # Closes now if no call is in flight, else the last one to end does (their waits
+        # are cancelled, so they end soon): wait for that.
         self._close_if_idle()
+        if sys.is_finalizing():
+            # Interpreter exit (a collected Region): daemon threads inside calls never
+            # run again, so their calls never end.  Leave the handle to the process's
+            # exit, which releases its locks as a death, rather than hang.
+            return
+        self._c_closed.wait()
 
     def _close_if_idle(self) -> None:
         """The C close, once no call is in flight (by close(), or the last call's end)."""
@@ -284,6 +284,7 @@ class Region:
                     except _errors.Error:
                         pass  # lost: kept in ka.error
             lib.fl_close(h)
+            self._c_closed.set()
         for c in spare:
             lib.fl_cancel_free(c)
 
@@ -450,14 +451,14 @@ class Region:
                 rc, detail = self._wait_main(acq_cancelable, h, k, lease_ns, timeout_ns,
                                              cancel, c, w)
             else:
-                user = cancel._enter(link=mine) if cancel is not None else None
+                if cancel is not None:
+                    cancel._enter(link=mine)  # its cancel() triggers mine too
                 try:
                     rc = acq_cancelable(h, k, lease_ns, timeout_ns, mine, byref(c))
                     detail = _last_error_fn() if rc < 0 else None
                 finally:
                     if cancel is not None:
                         cancel._exit(link=mine)
-                del user
         finally:
             with self._wait_lock:
                 self._waits.discard(mine.value)  # type: ignore[arg-type]
