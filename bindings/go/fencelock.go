@@ -273,19 +273,12 @@ const (
 )
 
 // The constants above are the header's (written out, so that `go doc`
-// shows their values): these fail to compile if not.
-const (
-	_ = uint(KeyMax - C.FL_KEY_MAX)
-	_ = uint(C.FL_KEY_MAX - KeyMax)
-	_ = uint(TokenEpochShift - C.FL_TOKEN_EPOCH_SHIFT)
-	_ = uint(C.FL_TOKEN_EPOCH_SHIFT - TokenEpochShift)
-	_ = uint(UnregisteredMax - C.FL_UNREGISTERED_MAX)
-	_ = uint(C.FL_UNREGISTERED_MAX - UnregisteredMax)
-	_ = uint64(TokenMax - C.FL_TOKEN_MAX)
-	_ = uint64(C.FL_TOKEN_MAX - TokenMax)
-)
-
-// (a map literal with two equal constant keys does not compile)
+// shows their values): these fail to compile if not, as a map literal with
+// two equal constant keys (false, false) does not compile.
+var _ = map[bool]int{false: 0, KeyMax == C.FL_KEY_MAX: 1}
+var _ = map[bool]int{false: 0, TokenEpochShift == C.FL_TOKEN_EPOCH_SHIFT: 1}
+var _ = map[bool]int{false: 0, UnregisteredMax == C.FL_UNREGISTERED_MAX: 1}
+var _ = map[bool]int{false: 0, TokenMax == C.FL_TOKEN_MAX: 1}
 var _ = map[bool]int{false: 0, RegionEnv == C.FL_REGION_ENV: 1}
 
 // TokenEpoch is the epoch part of a token (it advances at every

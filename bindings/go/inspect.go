@@ -89,29 +89,17 @@ const (
 )
 
 // The values above are written out so that `go doc` shows them; these fail
-// to compile if one differs from the header's.
-const (
-	_ = uint(LockFree - C.FL_LOCK_FREE)
-	_ = uint(C.FL_LOCK_FREE - LockFree)
-	_ = uint(LockHeld - C.FL_LOCK_HELD)
-	_ = uint(C.FL_LOCK_HELD - LockHeld)
-	_ = uint(LockExpired - C.FL_LOCK_EXPIRED)
-	_ = uint(C.FL_LOCK_EXPIRED - LockExpired)
-	_ = uint(RunNever - C.FL_RUN_NEVER)
-	_ = uint(C.FL_RUN_NEVER - RunNever)
-	_ = uint(RunStarted - C.FL_RUN_STARTED)
-	_ = uint(C.FL_RUN_STARTED - RunStarted)
-	_ = uint(RunClean - C.FL_RUN_CLEAN)
-	_ = uint(C.FL_RUN_CLEAN - RunClean)
-	_ = uint(OpCommit - C.FL_OP_COMMIT)
-	_ = uint(C.FL_OP_COMMIT - OpCommit)
-	_ = uint(OpStrictCommit - C.FL_OP_STRICT_COMMIT)
-	_ = uint(C.FL_OP_STRICT_COMMIT - OpStrictCommit)
-	_ = uint(OpRenew - C.FL_OP_RENEW)
-	_ = uint(C.FL_OP_RENEW - OpRenew)
-	_ = uint(OpRelease - C.FL_OP_RELEASE)
-	_ = uint(C.FL_OP_RELEASE - OpRelease)
-)
+// to compile if one differs from the header's (see fencelock.go's).
+var _ = map[bool]int{false: 0, LockFree == C.FL_LOCK_FREE: 1}
+var _ = map[bool]int{false: 0, LockHeld == C.FL_LOCK_HELD: 1}
+var _ = map[bool]int{false: 0, LockExpired == C.FL_LOCK_EXPIRED: 1}
+var _ = map[bool]int{false: 0, RunNever == C.FL_RUN_NEVER: 1}
+var _ = map[bool]int{false: 0, RunStarted == C.FL_RUN_STARTED: 1}
+var _ = map[bool]int{false: 0, RunClean == C.FL_RUN_CLEAN: 1}
+var _ = map[bool]int{false: 0, OpCommit == C.FL_OP_COMMIT: 1}
+var _ = map[bool]int{false: 0, OpStrictCommit == C.FL_OP_STRICT_COMMIT: 1}
+var _ = map[bool]int{false: 0, OpRenew == C.FL_OP_RENEW: 1}
+var _ = map[bool]int{false: 0, OpRelease == C.FL_OP_RELEASE: 1}
 
 // RecordInfo describes one fenced record (fl_record_info).
 type RecordInfo struct {
