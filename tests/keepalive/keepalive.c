@@ -220,9 +220,12 @@ static int callback_child(void *arg, int in, int out)
     return 0;
 }
 
-/* Stops the child past its 300 ms lease and takes "cb-lost" over. */
-static void take_over_paused(th_child *c, const char *key, fl_region *r, fl_lease *l)
+/* Starts child_fn, stops it past its 300 ms lease on key, takes key over
+ * into *l through r, resumes it, and checks the line it reports then. */
+static void run_paused_child(int (*child_fn)(void *, int, int), const char *key,
+                             const char *expect, fl_region *r, th_child *c, fl_lease *l)
 {
+    assert_int_equal(th_child_start(c, child_fn, NULL), 0);
     char line[160];
     assert_int_equal(th_recv(c->from_child, line, sizeof line, 10000), 0);
     unsigned long long old = 0;
@@ -232,6 +235,8 @@ static void take_over_paused(th_child *c, const char *key, fl_region *r, fl_leas
     assert_int_equal(fl_acquire(r, key, 10 * TH_S, 10 * (int64_t)TH_S, l), 0);
     assert_true(l->token > old);
     kill(c->pid, SIGCONT);
+    assert_int_equal(th_recv(c->from_child, line, sizeof line, 60000), 0);
+    assert_string_equal(line, expect);
 }
 
 /* I4: a callback that releases another lease neither wedges the keeper nor
@@ -242,12 +247,9 @@ static void test_callback_releases_other(void **state)
     fl_region *r;
     assert_int_equal(fl_open(region, &r), 0);
     th_child c;
-    assert_int_equal(th_child_start(&c, callback_child, NULL), 0);
     fl_lease l;
-    take_over_paused(&c, "cb-lost", r, &l);
-    char line[160];
-    assert_int_equal(th_recv(c.from_child, line, sizeof line, 60000), 0);
-    assert_string_equal(line, "stop_other OK release_other OK stop_self ESTALE renewed 1");
+    run_paused_child(callback_child, "cb-lost",
+                     "stop_other OK release_other OK stop_self ESTALE renewed 1", r, &c, &l);
     fl_lease other;
     assert_int_equal(fl_acquire(r, "cb-other", TH_S, 0, &other), 0);
     assert_int_equal(fl_release(r, &other), 0);
@@ -303,12 +305,8 @@ static void test_callback_closes_region(void **state)
     fl_region *r;
     assert_int_equal(fl_open(region, &r), 0);
     th_child c;
-    assert_int_equal(th_child_start(&c, closing_child, NULL), 0);
     fl_lease l;
-    take_over_paused(&c, "cb-close", r, &l);
-    char line[64];
-    assert_int_equal(th_recv(c.from_child, line, sizeof line, 60000), 0);
-    assert_string_equal(line, "closed");
+    run_paused_child(closing_child, "cb-close", "closed", r, &c, &l);
     assert_int_equal(th_child_wait(&c, 30000), 0);
     assert_int_equal(fl_release(r, &l), 0);
     fl_close(r);
