@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "backend.h"
-#include "internal.h"
+#include "core.h"
 #include "shown.h"
 
 /* A tag for a new handle, which its key handles carry (fl_key.handle): a

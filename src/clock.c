@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "common/proc_stat.h"
-#include "internal.h"
+#include "core.h"
 
 uint64_t fl__monotonic_ns(void *ctx)
 {

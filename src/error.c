@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "core.h"
 
 #define FL__ERRORS(X)                                                                       \
     X(ESTALE, "fencing token is stale: ownership lost (do not retry with this token)")     \

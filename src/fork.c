@@ -31,7 +31,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core.h"
 
 #ifndef MADV_WIPEONFORK
 #define MADV_WIPEONFORK 18

@@ -5,7 +5,7 @@
  * key index has its own word-at-a-time hash since format 5: keys.c, THE KEY
  * HASH.)  Below every other file: it calls nothing.
  */
-#include "internal.h"
+#include "core.h"
 
 uint64_t fl__checksum(const void *p, size_t n)
 {

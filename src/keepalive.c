@@ -40,7 +40,7 @@
 #include <urcu/rculist.h>
 #include <urcu/urcu-memb.h>
 
-#include "internal.h"
+#include "core.h"
 
 struct fl_keepalive {
     struct cds_list_head node; /* in keeper->leases, RCU-protected */
@@ -174,7 +174,8 @@ static void *fl__keeper_main(void *arg)
     while (!kp->stop) {
         uint64_t seen = kp->generation;
         pthread_mutex_unlock(&kp->lock);
-        uint64_t now = fl__now(r), next = now + FL__NS_PER_S; /* idle: look again in 1 s */
+        /* the process's CLOCK_MONOTONIC: what every backend's deadline_ns is in */
+        uint64_t now = fl__monotonic_ns(NULL), next = now + FL__NS_PER_S; /* idle: 1 s */
         struct fl_keepalive *pending = NULL;
         urcu_memb_read_lock();
         struct fl_keepalive *k;

@@ -9,7 +9,7 @@
  */
 #include <stddef.h>
 
-#include "internal.h"
+#include "core.h"
 
 FL_API const char *fl_version(void) { return FL_VERSION_STRING; }
 

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core.h"
 
 /* Timer slack for the last stretch of a sleep that ends at a deadline (ns). */
 #define FL__WAIT_SLACK_NS 1000

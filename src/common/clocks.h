@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <time.h>
 
-/* Nanoseconds in a second (internal.h has the same definition). */
+/* Nanoseconds in a second (core.h has the same definition). */
 #define FL__NS_PER_S 1000000000ull
 
 static inline uint64_t fl__clock_ns(clockid_t id)

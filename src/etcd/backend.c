@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * backend.c - the etcd backend's ops table (backend.h) and its handle: an
- * fl_region whose shared-memory fields stay zeroed (fd and sock -1) and
- * whose `backend` is a struct fl__etcd (etcd.h).  Each entry checks the
+ * backend.c - the etcd backend's ops table (backend.h) and its handle, a
+ * struct fl__etcd (etcd.h) that starts with the base handle (core.h).  Each entry checks the
  * handle's process (-ECHILD after fork, as on shared memory), maps fl_lease
  * to the lower layers' holding and back, and calls lock.c, record.c or
  * inspect.c.  The client (client.h) reports its failures through
@@ -35,8 +34,10 @@ int fl__etcd_open(const char *uri, bool readonly, struct fl__etcd **out)
     struct fl__etcd *e = calloc(1, sizeof *e);
     if (!e)
         return fl__fail(-ENOMEM, "out of memory");
+    fl__handle_init(&e->h, &fl__etcd_backend, uri, readonly);
     int err = fl__etcd_client_init(&e->c, uri);
     if (err) {
+        fl__handle_fini(&e->h, false);
         free(e);
         return err;
     }
@@ -65,6 +66,7 @@ int fl__etcd_open(const char *uri, bool readonly, struct fl__etcd **out)
             snprintf(why, sizeof why, "%s", fl_last_error());
             fl__set_error("region %s: %s", e->c.uri.shown, why);
         }
+        fl__handle_fini(&e->h, false);
         fl__etcd_close(e);
         return err;
     }
@@ -88,37 +90,24 @@ void fl__etcd_close(struct fl__etcd *e)
 
 /* ---- the ops ---- */
 
-static struct fl__etcd *fl__e(const fl_region *r) { return r->backend; }
+/* The etcd handle behind r: the ops below are only ever called with
+ * handles this backend opened (the base is first, etcd.h). */
+static struct fl__etcd *fl__e(const fl_region *r) { return (struct fl__etcd *)(void *)r; }
 
 static int fl__be_open(const char *name, bool readonly, bool named, fl_region **out)
 {
     (void)named; /* the directory trust checks are the region file's */
-    fl_region *r = calloc(1, sizeof *r);
-    if (!r)
-        return fl__fail(-ENOMEM, "out of memory");
-    r->be = &fl__etcd_backend;
-    r->fd = -1;
-    r->sock = -1;
-    r->readonly = readonly;
-    r->pid = (uint32_t)getpid();
-    r->clock = fl__monotonic_ns;
-    snprintf(r->path, sizeof r->path, "%s", name);
     struct fl__etcd *e = NULL;
     int err = fl__etcd_open(name, readonly, &e);
-    if (err) {
-        free(r);
+    if (err)
         return err;
-    }
-    r->backend = e;
-    pthread_mutex_init(&r->keeper_lock, NULL);
-    fl__handle_bind_process(r);
     /* As for a region file opened unregistered (fencelock.h, fl_open), say
      * why death detection is off: `fencelock run` shows it. */
     if (!readonly)
         fl__set_error("region %s is an etcd cluster: no supervisor watches this process, so "
                       "its locks end at their etcd leases if it dies",
                       name);
-    *out = r;
+    *out = &e->h;
     return 0;
 }
 
@@ -136,15 +125,14 @@ static void fl__be_close(fl_region *r)
         fl__keepalive_shutdown(r);
         if (!e->readonly)
             fl__etcd_abandon_all(e);
-        pthread_mutex_destroy(&r->keeper_lock);
         fl__etcd_revoker_stop(e);
     } else {
         fl__etcd_revoker_forget(e);
     }
+    fl__handle_fini(r, fl__handle_is_inherited(r));
     /* In a forked child: only this process's memory (and its copies of the
      * connections) goes; the parent's holdings are the parent's. */
     fl__etcd_close(e);
-    free(r);
 }
 
 static void fl__to_lease(const struct fl__etcd_lease *h, fl_lease *l)

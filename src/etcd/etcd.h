@@ -42,7 +42,7 @@
 #define FL_ETCD_H
 
 #include "client.h"
-#include "internal.h"
+#include "../core.h"
 
 /* Largest record value: etcd takes requests up to 1.5 MiB by default, and
  * a commit Txn carries the value twice (the nested form, record.c). */
@@ -92,7 +92,10 @@ struct fl__etcd_revoker {
     size_t n, cap;
 };
 
+/* The backend's handle: the base every backend's handle starts with
+ * (core.h), then the etcd backend's own state. */
 struct fl__etcd {
+    struct fl_region h;
     struct fl__etcd_client c;
     bool readonly;
     uint32_t pid;
@@ -113,6 +116,7 @@ struct fl__etcd {
     struct fl__etcd_snap *snap;
     struct fl__etcd_revoker revoker;
 };
+_Static_assert(offsetof(struct fl__etcd, h) == 0, "an fl_region * of this backend is a struct fl__etcd *");
 
 /* A holding, as the lower layers see it (backend.c maps it to fl_lease). */
 struct fl__etcd_lease {

@@ -79,6 +79,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../cancel.h"
 #include "etcd.h"
 
 /* The longest a waiter sleeps before it looks at the key itself, in case a
@@ -626,54 +627,12 @@ out:
     return err;
 }
 
-/* The cancel's wake fd, made on first use (struct fl_cancel). */
-static int fl__cancel_fd(fl_cancel *c)
-{
-    int fd = atomic_load(&c->wake_fd);
-    if (fd >= 0)
-        return fd;
-    int mine = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (mine < 0)
-        return fl__fail(fl__neg_errno(), "eventfd: %s", strerror(errno));
-    int expected = -1;
-    /* seq_cst: published before the waiter reads `cancelled` (Dekker with
-     * fl_cancel_trigger, which sets it before reading wake_fd) */
-    if (!atomic_compare_exchange_strong(&c->wake_fd, &expected, mine)) {
-        close(mine);
-        return expected;
-    }
-    return mine;
-}
-
-static bool fl__cancelled(fl_cancel *c)
-{
-    return c && atomic_load(&c->cancelled); /* seq_cst: Dekker (above) */
-}
-
-/* The fd woke us: cancelled, or a stale wake left by a reset; in that case
- * drain it, and if a trigger came meanwhile, wake the others again. */
-static bool fl__cancel_woke(fl_cancel *c, int fd)
-{
-    if (fl__cancelled(c))
-        return true;
-    uint64_t v;
-    while (read(fd, &v, sizeof v) == sizeof v) {
-    }
-    if (fl__cancelled(c)) {
-        uint64_t one = 1;
-        if (write(fd, &one, sizeof one) != sizeof one) { /* counter full: readable */
-        }
-        return true;
-    }
-    return false;
-}
-
 /* Sleep on a plain poll of the cancel fd (no watch) for ms. */
 static int fl__nap(fl_cancel *c, int fd, int ms)
 {
     struct pollfd p = {.fd = fd, .events = POLLIN};
     int n = poll(&p, fd >= 0 ? 1 : 0, ms);
-    if (n > 0 && fl__cancel_woke(c, fd))
+    if (n > 0 && fl__cancel_fd_woke(c, fd))
         return FL__WATCH_FD;
     return FL__WATCH_TIMEOUT;
 }
@@ -704,7 +663,7 @@ int fl__etcd_acquire(struct fl__etcd *e, const char *key, uint64_t lease_ns, int
     fl__keys_of(e, key, (size_t)klen, &k);
     int cfd = -1;
     if (cancel && timeout_ns != 0) {
-        cfd = fl__cancel_fd(cancel);
+        cfd = fl__cancel_wake_fd(cancel);
         if (cfd < 0)
             return cfd;
     }
@@ -761,7 +720,7 @@ int fl__etcd_acquire(struct fl__etcd *e, const char *key, uint64_t lease_ns, int
                            key, t.token);
             break;
         }
-        if (fl__cancelled(cancel)) {
+        if (fl__cancel_is_set(cancel)) {
             err = fl__fail(-ECANCELED, "fl_acquire_cancelable: cancelled while \"%s\" is held",
                            key);
             break;
@@ -791,7 +750,7 @@ int fl__etcd_acquire(struct fl__etcd *e, const char *key, uint64_t lease_ns, int
             break;
         } else
             got = FL__WATCH_LOST;
-        if (got == FL__WATCH_FD && !fl__cancel_woke(cancel, cfd))
+        if (got == FL__WATCH_FD && !fl__cancel_fd_woke(cancel, cfd))
             got = FL__WATCH_TIMEOUT; /* a stale wake: look again */
         if (got == FL__WATCH_REFUSED) {
             err = fl__fail(-EACCES, "%s", fl_last_error());

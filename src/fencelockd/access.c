@@ -136,13 +136,13 @@ int access_make_dir(const char *region_path, gid_t gid, unsigned mode)
     return 0;
 }
 
-int access_apply(fl_region *r, gid_t gid, unsigned mode)
+int access_apply(struct fl__shm *r, gid_t gid, unsigned mode)
 {
     int fd = fl__sup_region_fd(r);
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int err = neg_errno();
-        log_errorf("region_access_failed", "cannot stat region %s: %s", fl_region_path(r),
+        log_errorf("region_access_failed", "cannot stat region %s: %s", fl_region_path(fl__sup_handle(r)),
                    strerror(-err));
         return err;
     }
@@ -156,12 +156,12 @@ int access_apply(fl_region *r, gid_t gid, unsigned mode)
         log_errorf("region_access_failed",
                    "region %s (owner uid %u, group %u, mode %04o): cannot give it group %d and "
                    "mode %04o: %s",
-                   fl_region_path(r), (unsigned)st.st_uid, (unsigned)st.st_gid, had,
+                   fl_region_path(fl__sup_handle(r)), (unsigned)st.st_uid, (unsigned)st.st_gid, had,
                    gid == (gid_t)-1 ? -1 : (int)gid, mode, strerror(-err));
         return err;
     }
     log_begin("info", "region_access_changed");
-    log_str("region", fl_region_path(r));
+    log_str("region", fl_region_path(fl__sup_handle(r)));
     log_u64("group_was", st.st_gid);
     log_u64("group", gid == (gid_t)-1 ? st.st_gid : gid);
     char m[16];
@@ -173,7 +173,7 @@ int access_apply(fl_region *r, gid_t gid, unsigned mode)
     return 0;
 }
 
-int access_socket(const char *socket_path, fl_region *r)
+int access_socket(const char *socket_path, struct fl__shm *r)
 {
     /* Same access as the region file: whoever may map it may register. */
     struct stat st;

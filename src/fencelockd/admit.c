@@ -47,7 +47,7 @@ static struct {
     uint64_t last_log_ns;
     int64_t last_pid;          /* of the last refused client, -1 when unknown */
     uint64_t limit;            /* the soft RLIMIT_NOFILE in force */
-    fl_region *region;         /* where refusals are counted for the status tool */
+    struct fl__shm *region;         /* where refusals are counted for the status tool */
 } A = {.reserve = -1, .last_pid = -1};
 
 /* Descriptors open now (the directory stream's own excluded). */
@@ -118,7 +118,7 @@ static int reserve_take(void)
     return A.reserve >= 0 ? 0 : neg_errno();
 }
 
-int admit_init(fl_region *r)
+int admit_init(struct fl__shm *r)
 {
     A.region = r;
     int err = reserve_take();

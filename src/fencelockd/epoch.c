@@ -17,7 +17,7 @@
 #include "fencelockd.h"
 
 /* The greatest epoch found in the region: the floor's and every key's. */
-static uint64_t epoch_in_region(fl_region *r)
+static uint64_t epoch_in_region(struct fl__shm *r)
 {
     uint64_t e = FL_TOKEN_EPOCH(fl__sup_token_floor(r));
     uint32_t used = fl__sup_lock_count(r);
@@ -31,7 +31,7 @@ static uint64_t epoch_in_region(fl_region *r)
 
 /* Make epoch `next` durable, then raise the region's floor to it (and to
  * min_token).  0, or -errno after its line (the floor is unchanged). */
-static int epoch_advance(fl_region *r, const char *state_path, uint64_t next,
+static int epoch_advance(struct fl__shm *r, const char *state_path, uint64_t next,
                          uint64_t min_token)
 {
     if (next > FL_EPOCH_MAX) {
@@ -63,7 +63,7 @@ static int epoch_advance(fl_region *r, const char *state_path, uint64_t next,
     return 0;
 }
 
-int epoch_start(fl_region *r, const char *state_path, uint64_t min_token)
+int epoch_start(struct fl__shm *r, const char *state_path, uint64_t min_token)
 {
     enum fl__sup_run run = fl__sup_last_run(r);
     const char *found = run == FL__SUP_RUN_CLEAN     ? "clean_shutdown"
@@ -94,7 +94,7 @@ int epoch_start(fl_region *r, const char *state_path, uint64_t min_token)
         return -EOVERFLOW;
     }
     log_begin("info", "found");
-    log_str("region", fl_region_path(r));
+    log_str("region", fl_region_path(fl__sup_handle(r)));
     log_str("last_run", found);
     log_u64("durable_epoch", durable);
     log_u64("region_epoch", in_region);
@@ -106,7 +106,7 @@ int epoch_start(fl_region *r, const char *state_path, uint64_t min_token)
     return 0;
 }
 
-int epoch_check_counters(fl_region *r, const char *state_path)
+int epoch_check_counters(struct fl__shm *r, const char *state_path)
 {
     uint64_t epoch = FL_TOKEN_EPOCH(fl__sup_token_floor(r));
     uint32_t used = fl__sup_lock_count(r);

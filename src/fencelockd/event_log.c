@@ -22,14 +22,14 @@ struct warned {
 };
 
 struct event_log {
-    fl_region *r;
+    struct fl__shm *r;
     struct fl__event_reader reader;
     uint64_t dropped_seen;
     struct warned warned[WARNED_SLOTS];
     unsigned next_warned;
 };
 
-int event_log_new(fl_region *r, struct event_log **out)
+int event_log_new(struct fl__shm *r, struct event_log **out)
 {
     struct event_log *l = calloc(1, sizeof *l);
     if (!l) {
@@ -47,13 +47,13 @@ void event_log_free(struct event_log *l) { free(l); }
 
 /* Names from shared memory: bounds-checked, published entries only ("" for
  * any other: a name the log cannot vouch for is not printed). */
-static void key_name(fl_region *r, uint32_t slot, char out[FL_KEY_MAX + 1])
+static void key_name(struct fl__shm *r, uint32_t slot, char out[FL_KEY_MAX + 1])
 {
     (void)fl__sup_lock_key(r, slot, out);
 }
 
 /* record: index + 1, 0 for none (fl__event_data). */
-static void record_name(fl_region *r, uint32_t record, char out[FL_KEY_MAX + 1])
+static void record_name(struct fl__shm *r, uint32_t record, char out[FL_KEY_MAX + 1])
 {
     out[0] = '\0';
     if (record > 0)
@@ -74,7 +74,7 @@ static bool already_warned(struct event_log *l, const struct fl__event_data *d)
 
 /* When the event happened, on the wall clock: the ring records monotonic
  * time, the log shows wall time. */
-static uint64_t event_unix_ns(const fl_region *r, const struct fl__event_data *d)
+static uint64_t event_unix_ns(const struct fl__shm *r, const struct fl__event_data *d)
 {
     uint64_t wall = fl__wall_clock_ns(); /* display only */
     uint64_t mono = fl__sup_host_now_ns(r); /* host time, as d's */

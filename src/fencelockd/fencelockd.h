@@ -5,7 +5,7 @@
  * THE LIBRARY.  fencelockd sees the library only through src/supervise.h
  * (with the public fencelock.h and proto.h it pulls in): the region handle
  * is opaque here, and every write to the shared format is a call into it.
- * No file of this directory includes internal.h or format.h.
+ * No file of this directory includes shm.h or format.h.
  *
  * ERRORS.  One style in every file:
  *   - A function that can fail returns 0 or a negative errno (a constructor:
@@ -36,7 +36,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "supervise.h"
+#include "../shm/supervise.h"
 
 /* errno as a negative error code, never 0 (a failed call always has a
  * cause; analyzers cannot know that errno is set). */
@@ -130,7 +130,7 @@ int log_current_fd(void);
  * death.  Call once, right after the region is mapped.  0, or -errno after
  * logging why it could not (then a truncation kills by SIGBUS, as without
  * it). */
-int sigbus_arm(fl_region *r);
+int sigbus_arm(struct fl__shm *r);
 /* Undo sigbus_arm (before the region is unmapped); nothing if not armed. */
 void sigbus_disarm(void);
 
@@ -145,10 +145,10 @@ int access_parse_mode(const char *text, unsigned *mode);
 int access_make_dir(const char *region_path, gid_t gid, unsigned mode);
 /* Give an existing region gid ((gid_t)-1: keep) and mode: 0, or -errno
  * after a region_access_failed line. */
-int access_apply(fl_region *r, gid_t gid, unsigned mode);
+int access_apply(struct fl__shm *r, gid_t gid, unsigned mode);
 /* Give the socket the region file's group and mode: 0, or -errno after a
  * socket_access_failed line. */
-int access_socket(const char *socket_path, fl_region *r);
+int access_socket(const char *socket_path, struct fl__shm *r);
 
 /* ---- notify.c ---- */
 /* Tell systemd (NOTIFY_SOCKET) a state such as "READY=1"; 0 without it.
@@ -178,15 +178,15 @@ int durable_store(const char *path, uint64_t epoch);
  * above every token that may ever have been handed out, and raise the
  * floor to it (and above min_token).  0, or -errno after its line
  * (state_invalid, epoch_space_spent, epoch_not_durable). */
-int epoch_start(fl_region *r, const char *state_path, uint64_t min_token);
+int epoch_start(struct fl__shm *r, const char *state_path, uint64_t min_token);
 /* Advance the epoch when some key has spent half its counter: 0 if nothing
  * to do or done, -errno after its line (the floor is unchanged). */
-int epoch_check_counters(fl_region *r, const char *state_path);
+int epoch_check_counters(struct fl__shm *r, const char *state_path);
 
 /* ---- event_log.c: what clients report through the event ring ---- */
 struct event_log;
 /* 0 and *out, or -ENOMEM after an out_of_memory line. */
-int event_log_new(fl_region *r, struct event_log **out);
+int event_log_new(struct fl__shm *r, struct event_log **out);
 void event_log_free(struct event_log *l);
 /* Log every event clients posted since the last call, and any drops. */
 void event_log_drain(struct event_log *l);
@@ -194,14 +194,14 @@ void event_log_drain(struct event_log *l);
 /* ---- metrics_file.c ---- */
 /* Rewrite path atomically (temp file, rename) with the region's metrics:
  * 0, or -errno after a metrics_file_failed line. */
-int metrics_file_write(fl_region *r, const char *path);
+int metrics_file_write(struct fl__shm *r, const char *path);
 
 /* ---- registry.c: the client table and death reaping ---- */
 /* Connections accepted whose hello is not read yet, at most. */
 #define REGISTRY_MAX_PENDING 64
 struct registry;
 /* 0 and *out, or -errno after its line (out_of_memory, region_stat_failed). */
-int registry_new(fl_region *r, struct registry **out);
+int registry_new(struct fl__shm *r, struct registry **out);
 void registry_free(struct registry *g);
 /* Adopt the client table of a region served before (supervisor restart):
  * reap entries whose process is gone, watch the others by pid. */
@@ -236,7 +236,7 @@ uint64_t admit_fd_limit(void);
 /* Open the reserve descriptor; admit_free closes it.  0, or -errno after a
  * warning (without a reserve, running out of descriptors pauses the
  * listener instead of refusing at once). */
-int admit_init(fl_region *r);
+int admit_init(struct fl__shm *r);
 /* Count one refused registration in the region header (status shows it). */
 void admit_count_refusal(void);
 void admit_free(void);

@@ -39,7 +39,7 @@ struct daemon {
     char path[FL__PATH_SIZE];                                        /* the region */
     char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];     /* REGION.sock */
     char state_path[FL__PATH_SIZE];                                  /* the epoch's file */
-    fl_region *r;
+    struct fl__shm *r;
     bool running;  /* run_state says RUNNING: stopping flushes and marks it clean */
     int sfd;       /* signalfd of SIGTERM, SIGINT, SIGHUP; -1 */
     int lfd;       /* the listening socket; -1 */
@@ -209,7 +209,7 @@ static void log_voided(void *ctx, uint32_t slot, uint64_t token)
 /* A region written during an earlier boot: every lease in it is void (I11),
  * every client in its table is gone, and so is every commit in flight
  * (fl__sup_adopt_boot).  Runs while the region is not ready. */
-static int adopt_boot(fl_region *r, struct fl__sup_boot *boot)
+static int adopt_boot(struct fl__shm *r, struct fl__sup_boot *boot)
 {
     int err = fl__sup_adopt_boot(r, log_voided, r, boot);
     if (err) {
@@ -245,7 +245,7 @@ static void log_unvouched(void *ctx, uint32_t record)
 /* Check every record's value against its buffer sum (record.c); a region
  * on disk may come back from a host crash with pages of different moments.
  * Records that fail are marked, logged and counted, never served. */
-static void vouch_records(fl_region *r)
+static void vouch_records(struct fl__shm *r)
 {
     uint32_t n = fl__sup_vouch_records(r, log_unvouched, r);
     if (n) {
@@ -256,12 +256,12 @@ static void vouch_records(fl_region *r)
 }
 
 /* Write the mapping back to its file (a no-op on tmpfs). */
-static int flush_region(fl_region *r)
+static int flush_region(struct fl__shm *r)
 {
     int err = fl__sup_region_flush(r);
     if (err)
         log_errorf("flush_failed", "cannot write region %s back to its file (msync): %s",
-                   fl_region_path(r), strerror(-err));
+                   fl_region_path(fl__sup_handle(r)), strerror(-err));
     return err;
 }
 

@@ -11,7 +11,7 @@
 #include "../common/metrics.h"
 #include "fencelockd.h"
 
-int metrics_file_write(fl_region *r, const char *path)
+int metrics_file_write(struct fl__shm *r, const char *path)
 {
     char tmp[FL__PATH_PLUS_SIZE];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
@@ -24,7 +24,7 @@ int metrics_file_write(fl_region *r, const char *path)
                    path, tmp, step, strerror(-err));
         return err;
     }
-    err = fl__metrics_write(f, r);
+    err = fl__metrics_write(f, fl__sup_handle(r));
     if (err)
         step = "reading the region's metrics";
     if (fclose(f) != 0 && !err) {

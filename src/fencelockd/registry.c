@@ -54,7 +54,7 @@ struct client {
 };
 
 struct registry {
-    fl_region *r;
+    struct fl__shm *r;
     uint64_t dev, ino; /* the region file, told to each client in its reply */
     struct client *clients; /* by client table index; [0] unused */
     uint32_t capacity;
@@ -83,12 +83,12 @@ static int pidfd_open_compat(pid_t pid)
 #endif
 }
 
-int registry_new(fl_region *r, struct registry **out)
+int registry_new(struct fl__shm *r, struct registry **out)
 {
     struct stat st;
     if (fstat(fl__sup_region_fd(r), &st) != 0) {
         int err = neg_errno();
-        log_errorf("region_stat_failed", "cannot stat region %s: %s", fl_region_path(r),
+        log_errorf("region_stat_failed", "cannot stat region %s: %s", fl_region_path(fl__sup_handle(r)),
                    strerror(-err));
         return err;
     }

@@ -161,14 +161,14 @@ static char *memstream_done(FILE *f, char **buf)
 }
 
 /* ,"level":"error","event":"region_truncated","region":PATH,"mapped_size":N,"file_size": */
-static char *make_head(const fl_region *r, size_t size, size_t *len)
+static char *make_head(const struct fl__shm *r, size_t size, size_t *len)
 {
     char *buf = NULL;
     FILE *f = open_memstream(&buf, len);
     if (!f)
         return NULL;
     fputs(",\"level\":\"error\",\"event\":\"region_truncated\",\"region\":", f);
-    fl__json_string(f, fl_region_path(r));
+    fl__json_string(f, fl_region_path(fl__sup_handle(r)));
     fprintf(f, ",\"mapped_size\":%llu,\"file_size\":", (unsigned long long)size);
     return memstream_done(f, &buf);
 }
@@ -195,7 +195,7 @@ static void drop_line(void)
     line_head = line_tail = line_buf = NULL;
 }
 
-int sigbus_arm(fl_region *r)
+int sigbus_arm(struct fl__shm *r)
 {
     const void *base = NULL;
     size_t size = 0;

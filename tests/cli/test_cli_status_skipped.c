@@ -30,7 +30,7 @@
 
 #include "cli_util.h"
 #include "harness.h"
-#include "internal.h"
+#include "shm/shm.h"
 
 static const struct fl__params params = {.locks = 64, .records = 8, .record_size = 64,
                                          .clients = 8, .spare_buffers = 4};
@@ -120,10 +120,10 @@ static uint32_t record_index(fl_region *r, const char *name)
  * are never published: 7 lock slots in use, 3 listed; 3 records, 1 listed. */
 static void scribble(fl_region *r)
 {
-    fl__slot_at(r, lock_index(r, "k/1"))->key.len = 0;
-    r->records[record_index(r, "rec/b")].key.len = 0;
-    atomic_fetch_add(&r->hdr->next_lock, 3);
-    atomic_fetch_add(&r->hdr->next_record, 1);
+    fl__slot_at(fl__shm_of(r), lock_index(r, "k/1"))->key.len = 0;
+    fl__shm_of(r)->records[record_index(r, "rec/b")].key.len = 0;
+    atomic_fetch_add(&fl__shm_of(r)->hdr->next_lock, 3);
+    atomic_fetch_add(&fl__shm_of(r)->hdr->next_record, 1);
 }
 
 /* I12 */

@@ -25,7 +25,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "shm/shm.h"
 
 #define LEASE (60ull * TH_S)
 
@@ -453,7 +453,7 @@ static void test_torn_disk_region_records(void **state)
     th_daemon_stop(&d, SIGKILL);
 
     /* One flipped data byte of an intact-looking buffer is found too. */
-    fl_region *m;
+    struct fl__shm *m;
     assert_int_equal(fl__region_map(region, false, &m), 0);
     uint64_t cur = atomic_load(&m->records[0].cur);
     uint64_t bi = (cur >> 40) - 1;

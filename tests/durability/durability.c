@@ -24,7 +24,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "shm/shm.h"
 
 #define LEASE (60ull * TH_S)
 
@@ -452,11 +452,12 @@ static void test_counter_exhaustion(void **state)
 
     /* Put the key's token at the last counter of its epoch (an internal
      * write into the region, as if 2^40 - 2 acquisitions had happened). */
-    fl_region *r;
-    assert_int_equal(fl__region_map(region, false, &r), 0);
+    struct fl__shm *m;
+    assert_int_equal(fl__region_map(region, false, &m), 0);
     uint64_t last = (FL_TOKEN_EPOCH(t) << FL_TOKEN_EPOCH_SHIFT) | ((1ull << 40) - 1);
-    atomic_store(&r->slots[0].pair.state, last << 1);
-    fl__region_unmap(r);
+    atomic_store(&m->slots[0].pair.state, last << 1);
+    fl__region_unmap(m);
+    fl_region *r;
     assert_int_equal(fl_open(region, &r), 0);
     fl_lease l;
     assert_int_equal(fl_acquire(r, "k", LEASE, 0, &l), -EOVERFLOW);
@@ -469,10 +470,10 @@ static void test_counter_exhaustion(void **state)
     assert_true(t2 > last);
 
     /* Half-spent counter while running: the supervisor advances the epoch. */
-    assert_int_equal(fl__region_map(region, false, &r), 0);
+    assert_int_equal(fl__region_map(region, false, &m), 0);
     uint64_t half = (FL_TOKEN_EPOCH(t2) << FL_TOKEN_EPOCH_SHIFT) | (1ull << 39);
-    atomic_store(&r->slots[0].pair.state, half << 1);
-    fl__region_unmap(r);
+    atomic_store(&m->slots[0].pair.state, half << 1);
+    fl__region_unmap(m);
     /* Two epochs came from the two starts (the log is appended to); wait for
      * the third, from the supervisor's periodic check. */
     assert_true(th_daemon_log_wait(&d, "\"event\":\"epoch_advanced\"", 3, 10000));

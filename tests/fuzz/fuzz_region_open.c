@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "shm/shm.h"
 
 static char template_path[256];
 static unsigned char *template_bytes;

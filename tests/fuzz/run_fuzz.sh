@@ -15,15 +15,15 @@ seconds=${FL_FUZZ_SECONDS:-${2:-30}}
 command -v clang >/dev/null || { echo "run_fuzz: clang is not installed" >&2; exit 1; }
 work=$(mktemp -d /tmp/flfuzz-run.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-# Sources beyond src/*.c: the library's one in src/common/ (proc_stat.c), and
-# those a harness parses with.
+# Sources beyond src/*.c and src/shm/*.c: the library's one in src/common/
+# (proc_stat.c), and those a harness parses with.
 extra=()
 case "$name" in
   text) extra=("$top/src/common/duration.c" "$top/src/fencelockd/durable.c") ;;
 esac
 clang -g -O1 -std=c11 -D_GNU_SOURCE -mcx16 -fsanitize=fuzzer,address,undefined \
   -fno-sanitize-recover=all -I"$top/include" -I"$top/src" \
-  "$top"/src/*.c "$top/src/common/proc_stat.c" "${extra[@]}" "$here/fuzz_$name.c" -o "$work/fuzz" -lurcu-memb -lurcu-common -lpthread
+  "$top"/src/*.c "$top"/src/shm/*.c "$top/src/common/proc_stat.c" "${extra[@]}" "$here/fuzz_$name.c" -o "$work/fuzz" -lurcu-memb -lurcu-common -lpthread
 mkdir -p "$work/corpus"
 cp -r "$here/corpus/$name/." "$work/corpus/" 2>/dev/null || true
 cd "$work"

@@ -28,7 +28,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "internal.h"
+#include "shm/shm.h"
 #include "rec_common.h"
 
 #define KEY "kill-key"
@@ -102,8 +102,8 @@ struct census {
 static struct census pool(fl_region *r)
 {
     struct census c = {0};
-    for (uint32_t i = 0; i < r->buffer_count; i++) {
-        struct fl__buffer *b = fl__buffer_at(r, i);
+    for (uint32_t i = 0; i < fl__shm_of(r)->buffer_count; i++) {
+        struct fl__buffer *b = fl__buffer_at(fl__shm_of(r), i);
         uint64_t st = atomic_load(&b->state);
         uint64_t kind = st >> FL__BUF_KIND_SHIFT, gen = st & FL__BUF_GEN_MASK;
         if (kind == FL__BUF_FREE) {
@@ -113,7 +113,7 @@ static struct census pool(fl_region *r)
         } else {
             uint32_t rec = atomic_load(&b->record);
             uint64_t ref = ((uint64_t)i + 1) << 40 | gen;
-            if (rec < r->record_capacity && atomic_load(&r->records[rec].cur) == ref)
+            if (rec < fl__shm_of(r)->record_capacity && atomic_load(&fl__shm_of(r)->records[rec].cur) == ref)
                 c.current++;
             else
                 c.garbage++;

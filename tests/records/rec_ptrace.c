@@ -44,7 +44,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "internal.h"
+#include "shm/shm.h"
 #include "rec_common.h"
 
 #define KEY "pt-key"

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "shm/shm.h"
 #include "rec_common.h"
 
 #define LEASE (60 * TH_S)

@@ -30,7 +30,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "shm/shm.h"
 
 #define LOW_HARD 40 /* room for a handful of clients, not for --clients 64 */
 

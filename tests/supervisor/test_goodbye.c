@@ -25,7 +25,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "shm/shm.h"
 
 enum { N = 50 };
 

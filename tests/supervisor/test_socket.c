@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "shm/shm.h"
 
 static th_daemon d;
 static char region[512];

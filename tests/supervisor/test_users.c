@@ -33,7 +33,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "shm/shm.h"
 
 /* Throwaway ids, per test process so that parallel runs do not meet. */
 static uid_t uid_a, uid_b, uid_c, squatter;

@@ -25,7 +25,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "shm/shm.h"
 
 static const struct fl__params tiny = {.locks = 4, .records = 4, .record_size = 64,
                                        .clients = 8, .spare_buffers = 4};

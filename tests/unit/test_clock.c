@@ -25,7 +25,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "shm/shm.h"
 
 static const struct fl__params small = {.locks = 64, .records = 8, .record_size = 64,
                                         .clients = 8, .spare_buffers = 4};
@@ -54,7 +54,7 @@ static void test_expiry_follows_only_the_handle_clock(void **state)
 
     /* a fake time unrelated to the real monotonic clock */
     struct fake f = {.now = 5 * TH_S};
-    fl__region_set_clock(r, fake_clock, &f);
+    fl__region_set_clock(fl__shm_of(r), fake_clock, &f);
 
     fl_lease a;
     assert_int_equal(fl_acquire(r, "clk", TH_MS, 0, &a), 0);

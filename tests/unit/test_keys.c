@@ -27,7 +27,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "shm/shm.h"
 
 static const struct fl__params params = {.locks = 2048, .records = 8, .record_size = 64,
                                          .clients = 8, .spare_buffers = 4};
@@ -74,24 +74,24 @@ static void test_many_keys(void **state)
     for (int i = 1; i < NMANY; i++)
         assert_true(sorted[i] != sorted[i - 1]);
     for (int i = 0; i < NMANY; i++)
-        hash[i] = fl__slot_at(r, slot[i])->key.hash;
+        hash[i] = fl__slot_at(fl__shm_of(r), slot[i])->key.hash;
     memcpy(sorted, hash, sizeof hash);
     qsort(sorted, NMANY, sizeof sorted[0], cmp_u32);
     for (int i = 1; i < NMANY; i++)
         assert_true(sorted[i] != sorted[i - 1]);
     for (int i = 0; i < NMANY; i++)
-        sorted[i] = hash[i] & r->lock_index_mask;
+        sorted[i] = hash[i] & fl__shm_of(r)->lock_index_mask;
     qsort(sorted, NMANY, sizeof sorted[0], cmp_u32);
     int buckets = 1;
     for (int i = 1; i < NMANY; i++)
         buckets += sorted[i] != sorted[i - 1];
     print_message("%d keys: %d distinct home buckets of %u\n", NMANY, buckets,
-                  r->lock_index_mask + 1);
+                  fl__shm_of(r)->lock_index_mask + 1);
     assert_true(buckets > NMANY / 2);
 
     /* lookups after creation: the same slot, by the index and by acquire */
     struct fl__keytab t;
-    fl__keytab_locks(r, &t);
+    fl__keytab_locks(fl__shm_of(r), &t);
     for (int i = 0; i < NMANY; i++) {
         many_key(i, key, sizeof key);
         uint32_t idx = UINT32_MAX;
@@ -206,7 +206,7 @@ static int racer(void *arg, int in, int out)
                     return 12;
             fl_lease l;
             int rc = fl_acquire(r, key, 10 * TH_S, 0, &l);
-            if (atomic_exchange(&r->spare_slot, 0) != 0)
+            if (atomic_exchange(&fl__shm_of(r)->spare_slot, 0) != 0)
                 lost++; /* we created an entry, met the other's: a race lost */
             if (rc == 0) {
                 ok++;
@@ -292,7 +292,7 @@ static void test_racing_creators(void **state)
     /* the racers dropped their spare entries (above): one per lost race */
     assert_true(ri.locks_used <= RACE_ROUNDS * RACE_KEYS + (uint32_t)races_lost);
     struct fl__keytab t;
-    fl__keytab_locks(r, &t);
+    fl__keytab_locks(fl__shm_of(r), &t);
     for (int round = 0; round < RACE_ROUNDS; round++)
         for (int i = 0; i < RACE_KEYS; i++) {
             char key[64];
@@ -313,23 +313,24 @@ static void test_corrupt_index(void **state)
     char path[512];
     snprintf(path, sizeof path, "%s", th_path("corrupt.region"));
     assert_int_equal(fl__test_region_create_ready(path, &params), 0);
-    fl_region *r;
-    assert_int_equal(fl__region_map(path, false, &r), 0);
+    struct fl__shm *m;
+    assert_int_equal(fl__region_map(path, false, &m), 0);
+    fl_region *r = fl__sup_handle(m);
     fl_lease l;
     assert_int_equal(fl_acquire(r, "ok", TH_S, 0, &l), 0);
     assert_int_equal(fl_release(r, &l), 0);
     uint32_t used_slot = l.slot;
     /* every empty bucket now points past the table */
-    for (uint32_t b = 0; b <= r->lock_index_mask; b++)
-        if (atomic_load(&r->lock_index[b]) == 0)
-            atomic_store(&r->lock_index[b], 0xffffffffu);
+    for (uint32_t b = 0; b <= fl__shm_of(r)->lock_index_mask; b++)
+        if (atomic_load(&fl__shm_of(r)->lock_index[b]) == 0)
+            atomic_store(&fl__shm_of(r)->lock_index[b], 0xffffffffu);
     int rc = fl_acquire(r, "new-key", TH_S, 0, &l);
     assert_int_equal(rc, -EPROTO);
     assert_true(fl_last_error()[0] != '\0');
     /* buckets pointing at entries never handed out */
-    for (uint32_t b = 0; b <= r->lock_index_mask; b++)
-        if (atomic_load(&r->lock_index[b]) == 0xffffffffu)
-            atomic_store(&r->lock_index[b], 100);
+    for (uint32_t b = 0; b <= fl__shm_of(r)->lock_index_mask; b++)
+        if (atomic_load(&fl__shm_of(r)->lock_index[b]) == 0xffffffffu)
+            atomic_store(&fl__shm_of(r)->lock_index[b], 100);
     assert_int_equal(fl_acquire(r, "new-key", TH_S, 0, &l), -EPROTO);
     fl_lock_info li;
     /* The key's own bucket was never empty, so it was left alone: the key
@@ -337,7 +338,7 @@ static void test_corrupt_index(void **state)
      * corrupt buckets. */
     assert_int_equal(fl_lock_info_get(r, used_slot, &li), 0);
     assert_string_equal(li.key, "ok");
-    fl__region_unmap(r);
+    fl__region_unmap(m);
 }
 
 int main(void)

@@ -21,7 +21,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "shm/shm.h"
 
 static const struct fl__params small = {.locks = 16, .records = 4, .record_size = 64,
                                         .clients = 8, .spare_buffers = 4};
@@ -37,14 +37,14 @@ static fl_region *fresh(const char *name)
 
 static void set_pair(fl_region *r, uint32_t slot, uint64_t s, uint64_t l)
 {
-    struct fl__slot *sl = fl__slot_at(r, slot);
+    struct fl__slot *sl = fl__slot_at(fl__shm_of(r), slot);
     atomic_store(&sl->pair.state, s);
     atomic_store(&sl->pair.lease, l);
 }
 
 static void get_pair(fl_region *r, uint32_t slot, uint64_t *s, uint64_t *l)
 {
-    struct fl__slot *sl = fl__slot_at(r, slot);
+    struct fl__slot *sl = fl__slot_at(fl__shm_of(r), slot);
     *s = atomic_load(&sl->pair.state);
     *l = atomic_load(&sl->pair.lease);
 }
@@ -101,7 +101,7 @@ static void test_token_max(void **state)
     assert_int_equal(fl_acquire(r, "max", TH_S, 0, &l), 0);
     assert_int_equal(fl_release(r, &l), 0);
     /* the last epoch, as a supervisor would have raised it */
-    atomic_store(&r->hdr->token_floor, FL_EPOCH_MAX << FL_TOKEN_EPOCH_SHIFT | 1);
+    atomic_store(&fl__shm_of(r)->hdr->token_floor, FL_EPOCH_MAX << FL_TOKEN_EPOCH_SHIFT | 1);
     set_pair(r, l.slot, (FL_TOKEN_MAX - 1) << FL__TOKEN_SHIFT, 0);
     assert_int_equal(fl_acquire(r, "max", TH_S, 0, &l), 0);
     assert_int_equal(l.token, FL_TOKEN_MAX);
@@ -139,7 +139,7 @@ static void test_deadline_overflow(void **state)
 
     /* a clock near the end of the 48-bit range */
     struct fake f = {.now = (FL__DEADLINE_MASK - 1000) * 1000ull};
-    fl__region_set_clock(r, fake_clock, &f);
+    fl__region_set_clock(fl__shm_of(r), fake_clock, &f);
     assert_int_equal(fl_acquire(r, "dl", 2 * TH_MS, 0, &l), -EOVERFLOW);
     assert_int_equal(fl_acquire(r, "dl", 500 * 1000, 0, &l), 0); /* 500 us still fits */
     assert_int_equal(l.token, token + 1);

@@ -45,7 +45,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
-#include "arch/pair.h"
+#include "shm/arch/pair.h"
 
 #define WRITERS 4
 #define MIN_SECONDS 1.0   /* each stress runs at least this long ... */

@@ -72,7 +72,7 @@
 #include <string.h>
 #include <sys/types.h>
 
-#include "internal.h"
+#include "shm.h"
 
 #define FL__REF_SHIFT 40
 
@@ -92,7 +92,7 @@ static inline uint32_t fl__state_owner(uint64_t st)
 static inline uint64_t fl__state_gen(uint64_t st) { return st & FL__BUF_GEN_MASK; }
 
 /* Decode cur into buffer index and generation; false if out of range. */
-static bool fl__ref_decode(const fl_region *r, uint64_t cur, uint32_t *buf, uint64_t *gen)
+static bool fl__ref_decode(const struct fl__shm *r, uint64_t cur, uint32_t *buf, uint64_t *gen)
 {
     uint64_t b = (cur & ~FL__CUR_UNVOUCHED) >> FL__REF_SHIFT;
     if (b == 0 || b > r->buffer_count)
@@ -108,7 +108,7 @@ static bool fl__ref_decode(const fl_region *r, uint64_t cur, uint32_t *buf, uint
  * made the buffer current, so our later read of cur sees that CAS or a later
  * value, never an older cur that would make a current buffer look like
  * garbage. */
-static bool fl__buffer_claim(fl_region *r, uint32_t i, uint64_t st)
+static bool fl__buffer_claim(struct fl__shm *r, uint32_t i, uint64_t st)
 {
     struct fl__buffer *b = fl__buffer_at(r, i);
     uint64_t gen = fl__state_gen(st);
@@ -144,7 +144,7 @@ static bool fl__buffer_claim(fl_region *r, uint32_t i, uint64_t st)
 /* A STAGING buffer of ours, or -ENOSPC.  Tries the buffer this handle last
  * replaced or gave back first (a hint: it is not held, anyone may claim it),
  * then scans the pool from the region-wide hint. */
-static int fl__buffer_get(fl_region *r, uint32_t *out)
+static int fl__buffer_get(struct fl__shm *r, uint32_t *out)
 {
     /* relaxed: a process-local hint; the claim CAS decides */
     uint32_t hint = atomic_exchange_explicit(&r->buffer_hint, 0, memory_order_relaxed);
@@ -174,7 +174,7 @@ static int fl__buffer_get(fl_region *r, uint32_t *out)
 
 /* Give back a STAGING buffer of ours that was never published, and remember
  * it as this handle's hint for the next commit. */
-static void fl__buffer_put(fl_region *r, uint32_t i)
+static void fl__buffer_put(struct fl__shm *r, uint32_t i)
 {
     struct fl__buffer *b = fl__buffer_at(r, i);
     uint64_t st = atomic_load_explicit(&b->state, memory_order_relaxed);
@@ -209,7 +209,7 @@ static inline uint64_t fl__sum_header(uint32_t record, uint64_t token, uint32_t 
     return fl__sum_mix(fl__sum_mix(h, token), gen);
 }
 
-static void fl__buffer_fill(fl_region *r, uint32_t i, uint64_t gen, uint32_t record,
+static void fl__buffer_fill(struct fl__shm *r, uint32_t i, uint64_t gen, uint32_t record,
                             uint64_t token, const void *data, size_t len)
 {
     struct fl__buffer *b = fl__buffer_at(r, i);
@@ -217,7 +217,7 @@ static void fl__buffer_fill(fl_region *r, uint32_t i, uint64_t gen, uint32_t rec
     atomic_store_explicit(&b->record, record, memory_order_relaxed);
     atomic_store_explicit(&b->token, token, memory_order_relaxed);
     atomic_store_explicit(&b->len, (uint32_t)len, memory_order_relaxed);
-    atomic_store_explicit(&b->writer_pid, r->pid, memory_order_relaxed);
+    atomic_store_explicit(&b->writer_pid, r->h.pid, memory_order_relaxed);
     uint64_t sum = fl__sum_header(record, token, (uint32_t)len, gen);
     const unsigned char *src = data;
     size_t whole = len / 8;
@@ -238,7 +238,7 @@ static void fl__buffer_fill(fl_region *r, uint32_t i, uint64_t gen, uint32_t rec
 
 /* Step 2: the greatest accepted token and version, from a validated
  * snapshot.  0 with *cur_out; -EPROTO on a corrupt reference. */
-static int fl__record_current(fl_region *r, struct fl__record *rec, uint64_t *cur_out,
+static int fl__record_current(struct fl__shm *r, struct fl__record *rec, uint64_t *cur_out,
                               uint64_t *token, uint64_t *version)
 {
     for (;;) {
@@ -257,7 +257,7 @@ static int fl__record_current(fl_region *r, struct fl__record *rec, uint64_t *cu
         uint32_t bi = 0;
         uint64_t gen = 0;
         if (!fl__ref_decode(r, cur, &bi, &gen))
-            return fl__fail(-EPROTO, "region %s: record refers to buffer %llu of %u", r->path,
+            return fl__fail(-EPROTO, "region %s: record refers to buffer %llu of %u", r->h.path,
                             (unsigned long long)(cur >> FL__REF_SHIFT), r->buffer_count);
         struct fl__buffer *b = fl__buffer_at(r, bi);
         uint64_t t = atomic_load_explicit(&b->token, memory_order_relaxed);
@@ -273,15 +273,15 @@ static int fl__record_current(fl_region *r, struct fl__record *rec, uint64_t *cu
     }
 }
 
-static int fl__commit_args(fl_region *r, const fl_lease *lease, const void *data, size_t len,
+static int fl__commit_args(struct fl__shm *r, const fl_lease *lease, const void *data, size_t len,
                            unsigned flags)
 {
     if (!r || !lease)
         return fl__fail(-EINVAL, "fl_commit: NULL argument");
-    int err = fl__handle_check(r, "fl_commit");
+    int err = fl__handle_check(&r->h, "fl_commit");
     if (err)
         return err;
-    if (r->readonly)
+    if (r->h.readonly)
         return fl__fail(-EINVAL, "fl_commit: read-only region handle");
     if (!data && len > 0)
         return fl__fail(-EINVAL, "fl_commit: data is NULL");
@@ -302,7 +302,7 @@ static int fl__commit_args(fl_region *r, const fl_lease *lease, const void *data
 }
 
 /* Bind rec to slot on first use (I8).  0 or -EXDEV. */
-static int fl__record_bind(fl_region *r, struct fl__record *rec, uint32_t slot,
+static int fl__record_bind(struct fl__shm *r, struct fl__record *rec, uint32_t slot,
                            const char *record)
 {
     uint32_t want = slot + 1, bound = 0;
@@ -321,7 +321,7 @@ static int fl__record_bind(fl_region *r, struct fl__record *rec, uint32_t slot,
                     record, other);
 }
 
-static void fl__note_rejection(fl_region *r, struct fl__record *rec, uint32_t ri,
+static void fl__note_rejection(struct fl__shm *r, struct fl__record *rec, uint32_t ri,
                                const fl_lease *lease, uint64_t accepted, unsigned flags)
 {
     /* relaxed: counters and a last-seen sample for the status tool; fields of
@@ -339,7 +339,7 @@ static void fl__note_rejection(fl_region *r, struct fl__record *rec, uint32_t ri
     uint32_t op = (flags & FL_COMMIT_STRICT) ? FL__OP_STRICT_COMMIT : FL__OP_COMMIT;
     atomic_store_explicit(&rec->last_rejected_token, lease->token, memory_order_relaxed);
     atomic_store_explicit(&rec->last_rejected_accepted, accepted, memory_order_relaxed);
-    atomic_store_explicit(&rec->last_rejected_pid, r->pid, memory_order_relaxed);
+    atomic_store_explicit(&rec->last_rejected_pid, r->h.pid, memory_order_relaxed);
     atomic_store_explicit(&rec->last_rejected_op, op, memory_order_relaxed);
     fl__event_post(r, &(struct fl__event_data){.type = FL__EV_REJECTED,
                                                .slot = lease->slot,
@@ -350,9 +350,10 @@ static void fl__note_rejection(fl_region *r, struct fl__record *rec, uint32_t ri
                                                .flags = repeat ? FL__EVF_REPEAT : 0});
 }
 
-int fl__shm_commit(fl_region *r, const fl_lease *lease, const char *record, const void *data,
+int fl__shm_commit(fl_region *h, const fl_lease *lease, const char *record, const void *data,
               size_t len, unsigned flags, uint64_t *accepted)
 {
+    struct fl__shm *r = fl__shm_of(h);
     int err = fl__commit_args(r, lease, data, len, flags);
     if (err)
         return err;
@@ -366,14 +367,14 @@ int fl__shm_commit(fl_region *r, const fl_lease *lease, const char *record, cons
         return fl__fail(-ENOSPC,
                         "region %s: no free commit buffer (%u buffers: current values plus "
                         "commits in flight)",
-                        r->path, r->buffer_count);
+                        r->h.path, r->buffer_count);
     struct fl__keytab t;
     fl__keytab_records(r, &t);
     uint32_t ri = 0;
     err = fl__key_find_or_create(&t, record, (size_t)klen, &ri);
     if (err == -ENOSPC)
         err = fl__fail(-ENOSPC, "region %s: record table full (%u records); cannot add \"%s\"",
-                       r->path, r->record_capacity, record);
+                       r->h.path, r->record_capacity, record);
     struct fl__record *rec = err ? NULL : &r->records[ri];
     if (!err)
         err = fl__record_bind(r, rec, lease->slot, record);
@@ -430,12 +431,13 @@ int fl__shm_commit(fl_region *r, const fl_lease *lease, const char *record, cons
 /* A commit by key and token: the fence compares only tokens, so these two
  * are all it needs (see the header for why that is safe).  The key is
  * looked up, never created: a key never acquired issued no token. */
-int fl__shm_commit_token(fl_region *r, const char *key, uint64_t token, const char *record,
+int fl__shm_commit_token(fl_region *h, const char *key, uint64_t token, const char *record,
                     const void *data, size_t len, unsigned flags, uint64_t *accepted)
 {
+    struct fl__shm *r = fl__shm_of(h);
     if (!r)
         return fl__fail(-EINVAL, "fl_commit_token: NULL argument");
-    int err = fl__handle_check(r, "fl_commit_token");
+    int err = fl__handle_check(&r->h, "fl_commit_token");
     if (err)
         return err;
     int klen = fl__key_check(key);
@@ -447,21 +449,22 @@ int fl__shm_commit_token(fl_region *r, const char *key, uint64_t token, const ch
     err = fl__key_find(&t, key, (size_t)klen, &idx);
     if (err == -ENOENT)
         return fl__fail(-ENOENT, "fl_commit_token: key \"%s\" was never acquired in %s", key,
-                        r->path);
+                        r->h.path);
     if (err)
         return err;
     /* fl__commit_args checks that the key issued the token: 0 < token <=
      * the newest token of the slot, exactly as for a lease. */
     const fl_lease lease = {.token = token, .slot = idx};
-    return fl__shm_commit(r, &lease, record, data, len, flags, accepted);
+    return fl__shm_commit(&r->h, &lease, record, data, len, flags, accepted);
 }
 
-int fl__shm_read(fl_region *r, const char *record, void *buf, size_t cap, size_t *len,
+int fl__shm_read(fl_region *h, const char *record, void *buf, size_t cap, size_t *len,
             uint64_t *fence)
 {
+    struct fl__shm *r = fl__shm_of(h);
     if (!r || !len || !fence || (!buf && cap > 0))
         return fl__fail(-EINVAL, "fl_read: NULL argument");
-    int err = fl__handle_check(r, "fl_read");
+    int err = fl__handle_check(&r->h, "fl_read");
     if (err)
         return err;
     int klen = fl__key_check(record);
@@ -487,12 +490,12 @@ int fl__shm_read(fl_region *r, const char *record, void *buf, size_t cap, size_t
                             "region %s: record \"%s\": its value could not be vouched for "
                             "after an unclean stop (pages of a region on disk reached it from "
                             "different moments); the next commit replaces it",
-                            r->path, record);
+                            r->h.path, record);
         uint32_t bi = 0;
         uint64_t gen = 0;
         if (!fl__ref_decode(r, cur, &bi, &gen))
             return fl__fail(-EPROTO, "region %s: record \"%s\" refers to a buffer out of range",
-                            r->path, record);
+                            r->h.path, record);
         struct fl__buffer *b = fl__buffer_at(r, bi);
         /* relaxed loads, validated by the re-read of cur below (seqlock style) */
         uint32_t n = atomic_load_explicit(&b->len, memory_order_relaxed);
@@ -515,7 +518,7 @@ int fl__shm_read(fl_region *r, const char *record, void *buf, size_t cap, size_t
             continue; /* replaced while we copied: the copy may be torn */
         if (n > r->record_size)
             return fl__fail(-EPROTO, "region %s: record \"%s\" has length %u > record size %u",
-                            r->path, record, n, r->record_size);
+                            r->h.path, record, n, r->record_size);
         *len = n;
         if (!fits)
             return fl__fail(-ENOBUFS, "record \"%s\" holds %u bytes; buffer has %zu", record, n,
@@ -526,7 +529,7 @@ int fl__shm_read(fl_region *r, const char *record, void *buf, size_t cap, size_t
 }
 
 /* Release the STAGING buffers of `client` (or of every owner, if `all`). */
-static uint32_t fl__buffers_reap_where(fl_region *r, uint32_t client, bool all)
+static uint32_t fl__buffers_reap_where(struct fl__shm *r, uint32_t client, bool all)
 {
     uint32_t touched = 0;
     for (uint32_t i = 0; i < r->buffer_count; i++) {
@@ -549,17 +552,17 @@ static uint32_t fl__buffers_reap_where(fl_region *r, uint32_t client, bool all)
     return touched;
 }
 
-uint32_t fl__buffers_reap_client(fl_region *r, uint32_t client)
+uint32_t fl__buffers_reap_client(struct fl__shm *r, uint32_t client)
 {
     if (client == 0)
         return 0; /* unregistered: cannot be told from a live writer (see above) */
     return fl__buffers_reap_where(r, client, false);
 }
 
-uint32_t fl__buffers_reap_all(fl_region *r) { return fl__buffers_reap_where(r, 0, true); }
+uint32_t fl__buffers_reap_all(struct fl__shm *r) { return fl__buffers_reap_where(r, 0, true); }
 
 /* Does the buffer cur names hold what record ri's commit wrote into it? */
-static bool fl__buffer_vouches(const fl_region *r, uint32_t ri, uint64_t cur)
+static bool fl__buffer_vouches(const struct fl__shm *r, uint32_t ri, uint64_t cur)
 {
     uint32_t bi = 0;
     uint64_t gen = 0;
@@ -583,7 +586,7 @@ static bool fl__buffer_vouches(const fl_region *r, uint32_t ri, uint64_t cur)
     return sum == atomic_load_explicit(&b->sum, memory_order_relaxed);
 }
 
-uint32_t fl__records_vouch(fl_region *r, fl__unvouched_fn fn, void *ctx)
+uint32_t fl__records_vouch(struct fl__shm *r, fl__unvouched_fn fn, void *ctx)
 {
     struct fl__keytab t;
     fl__keytab_records(r, &t);
@@ -619,11 +622,12 @@ uint32_t fl__records_vouch(fl_region *r, fl__unvouched_fn fn, void *ctx)
     return unvouched;
 }
 
-int fl__shm_record_info_get(fl_region *r, uint32_t index, fl_record_info *info)
+int fl__shm_record_info_get(fl_region *h, uint32_t index, fl_record_info *info)
 {
+    struct fl__shm *r = fl__shm_of(h);
     if (!r || !info)
         return fl__fail(-EINVAL, "fl_record_info_get: NULL argument");
-    int err = fl__handle_check(r, "fl_record_info_get");
+    int err = fl__handle_check(&r->h, "fl_record_info_get");
     if (err)
         return err;
     struct fl__keytab t;

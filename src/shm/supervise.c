@@ -17,7 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "internal.h"
+#include "shm.h"
 
 _Static_assert(FL__SUP_RUN_NEVER == FL__RUN_NEVER && FL__SUP_RUN_RUNNING == FL__RUN_RUNNING &&
                    FL__SUP_RUN_CLEAN == FL__RUN_CLEAN,
@@ -47,34 +47,36 @@ void fl__params_limits(struct fl__params *min, struct fl__params *max)
 
 /* ---- the mapping ---- */
 
-int fl__sup_region_fd(const fl_region *r) { return r->fd; }
+fl_region *fl__sup_handle(const struct fl__shm *r) { return (fl_region *)&r->h; }
 
-void fl__sup_region_mapping(const fl_region *r, const void **base, size_t *size)
+int fl__sup_region_fd(const struct fl__shm *r) { return r->fd; }
+
+void fl__sup_region_mapping(const struct fl__shm *r, const void **base, size_t *size)
 {
     *base = r->base;
     *size = r->size;
 }
 
-int fl__sup_region_flush(fl_region *r)
+int fl__sup_region_flush(struct fl__shm *r)
 {
     return msync(r->base, r->size, MS_SYNC) == 0 ? 0 : fl__neg_errno();
 }
 
 /* ---- serving ---- */
 
-uint32_t fl__sup_supervisor_pid(const fl_region *r)
+uint32_t fl__sup_supervisor_pid(const struct fl__shm *r)
 {
     /* relaxed: display only (the serving lock says who serves) */
     return atomic_load_explicit(&r->hdr->supervisor_pid, memory_order_relaxed);
 }
 
-void fl__sup_set_supervisor_pid(fl_region *r, uint32_t pid)
+void fl__sup_set_supervisor_pid(struct fl__shm *r, uint32_t pid)
 {
     /* relaxed: display only */
     atomic_store_explicit(&r->hdr->supervisor_pid, pid, memory_order_relaxed);
 }
 
-enum fl__sup_run fl__sup_last_run(const fl_region *r)
+enum fl__sup_run fl__sup_last_run(const struct fl__shm *r)
 {
     /* relaxed: written by supervisors only, read once at start */
     uint32_t run = atomic_load_explicit(&r->hdr->run_state, memory_order_relaxed);
@@ -83,14 +85,14 @@ enum fl__sup_run fl__sup_last_run(const fl_region *r)
                                     : FL__SUP_RUN_NEVER;
 }
 
-void fl__sup_mark_running(fl_region *r, uint64_t started_unix_ns)
+void fl__sup_mark_running(struct fl__shm *r, uint64_t started_unix_ns)
 {
     /* relaxed: display only */
     atomic_store_explicit(&r->hdr->started_unix_ns, started_unix_ns, memory_order_relaxed);
     atomic_store_explicit(&r->hdr->run_state, FL__RUN_RUNNING, memory_order_relaxed);
 }
 
-void fl__sup_mark_clean(fl_region *r, uint64_t clean_unix_ns)
+void fl__sup_mark_clean(struct fl__shm *r, uint64_t clean_unix_ns)
 {
     /* relaxed: display only; the caller flushes before and after */
     atomic_store_explicit(&r->hdr->clean_unix_ns, clean_unix_ns, memory_order_relaxed);
@@ -99,7 +101,7 @@ void fl__sup_mark_clean(fl_region *r, uint64_t clean_unix_ns)
 
 /* ---- a new boot ---- */
 
-int fl__sup_adopt_boot(fl_region *r, fl__freed_fn fn, void *ctx, struct fl__sup_boot *out)
+int fl__sup_adopt_boot(struct fl__shm *r, fl__freed_fn fn, void *ctx, struct fl__sup_boot *out)
 {
     memset(out, 0, sizeof *out);
     int err = fl__read_boot_id(out->now);
@@ -122,13 +124,13 @@ int fl__sup_adopt_boot(fl_region *r, fl__freed_fn fn, void *ctx, struct fl__sup_
 
 /* ---- the token epoch ---- */
 
-uint64_t fl__sup_token_floor(const fl_region *r)
+uint64_t fl__sup_token_floor(const struct fl__shm *r)
 {
     /* relaxed: the supervisor is its only writer */
     return atomic_load_explicit(&r->hdr->token_floor, memory_order_relaxed);
 }
 
-int fl__sup_raise_floor(fl_region *r, uint64_t floor)
+int fl__sup_raise_floor(struct fl__shm *r, uint64_t floor)
 {
     if (floor <= fl__sup_token_floor(r))
         return -ERANGE;
@@ -138,14 +140,14 @@ int fl__sup_raise_floor(fl_region *r, uint64_t floor)
     return 0;
 }
 
-uint32_t fl__sup_lock_count(fl_region *r)
+uint32_t fl__sup_lock_count(struct fl__shm *r)
 {
     struct fl__keytab t;
     fl__keytab_locks(r, &t);
     return fl__keytab_used(&t);
 }
 
-uint64_t fl__sup_lock_token(fl_region *r, uint32_t slot)
+uint64_t fl__sup_lock_token(struct fl__shm *r, uint32_t slot)
 {
     return slot < fl__sup_lock_count(r) ? fl__slot_token(r, slot) : 0;
 }
@@ -159,14 +161,14 @@ static int fl__sup_key(const struct fl__keytab *t, uint32_t idx, char out[FL_KEY
     return fl__key_published(t, idx, out);
 }
 
-int fl__sup_lock_key(fl_region *r, uint32_t slot, char out[FL_KEY_MAX + 1])
+int fl__sup_lock_key(struct fl__shm *r, uint32_t slot, char out[FL_KEY_MAX + 1])
 {
     struct fl__keytab t;
     fl__keytab_locks(r, &t);
     return fl__sup_key(&t, slot, out);
 }
 
-int fl__sup_record_key(fl_region *r, uint32_t record, char out[FL_KEY_MAX + 1])
+int fl__sup_record_key(struct fl__shm *r, uint32_t record, char out[FL_KEY_MAX + 1])
 {
     struct fl__keytab t;
     fl__keytab_records(r, &t);
@@ -175,7 +177,7 @@ int fl__sup_record_key(fl_region *r, uint32_t record, char out[FL_KEY_MAX + 1])
 
 /* ---- records ---- */
 
-uint32_t fl__sup_vouch_records(fl_region *r, fl__unvouched_fn fn, void *ctx)
+uint32_t fl__sup_vouch_records(struct fl__shm *r, fl__unvouched_fn fn, void *ctx)
 {
     uint32_t n = fl__records_vouch(r, fn, ctx);
     /* relaxed: display only */
@@ -185,9 +187,9 @@ uint32_t fl__sup_vouch_records(fl_region *r, fl__unvouched_fn fn, void *ctx)
 
 /* ---- the client table ---- */
 
-uint32_t fl__sup_client_capacity(const fl_region *r) { return r->client_capacity; }
+uint32_t fl__sup_client_capacity(const struct fl__shm *r) { return r->client_capacity; }
 
-bool fl__sup_client_read(const fl_region *r, uint32_t i, struct fl__sup_client *out)
+bool fl__sup_client_read(const struct fl__shm *r, uint32_t i, struct fl__sup_client *out)
 {
     if (i == 0 || i >= r->client_capacity)
         return false;
@@ -203,7 +205,7 @@ bool fl__sup_client_read(const fl_region *r, uint32_t i, struct fl__sup_client *
     return true;
 }
 
-bool fl__sup_client_alive(const fl_region *r, uint32_t i)
+bool fl__sup_client_alive(const struct fl__shm *r, uint32_t i)
 {
     if (i == 0 || i >= r->client_capacity)
         return false;
@@ -215,7 +217,7 @@ bool fl__sup_client_alive(const fl_region *r, uint32_t i)
     return now_start != 0 && now_start == start;
 }
 
-int fl__sup_client_attach(fl_region *r, uint32_t i, pid_t pid, uid_t uid, uint64_t *id)
+int fl__sup_client_attach(struct fl__shm *r, uint32_t i, pid_t pid, uid_t uid, uint64_t *id)
 {
     if (i == 0 || i >= r->client_capacity)
         return -EINVAL;
@@ -236,7 +238,7 @@ int fl__sup_client_attach(fl_region *r, uint32_t i, pid_t pid, uid_t uid, uint64
     return 0;
 }
 
-void fl__sup_client_adopt(fl_region *r, uint32_t i)
+void fl__sup_client_adopt(struct fl__shm *r, uint32_t i)
 {
     if (i == 0 || i >= r->client_capacity)
         return;
@@ -244,7 +246,7 @@ void fl__sup_client_adopt(fl_region *r, uint32_t i)
     atomic_store_explicit(&r->clients[i].state, FL__CLIENT_ADOPTED, memory_order_release);
 }
 
-void fl__sup_client_reap(fl_region *r, uint32_t i, fl__freed_fn fn, void *ctx,
+void fl__sup_client_reap(struct fl__shm *r, uint32_t i, fl__freed_fn fn, void *ctx,
                          struct fl__sup_reaped *out)
 {
     *out = (struct fl__sup_reaped){0};
@@ -257,7 +259,7 @@ void fl__sup_client_reap(fl_region *r, uint32_t i, fl__freed_fn fn, void *ctx,
     atomic_store_explicit(&r->clients[i].state, FL__CLIENT_FREE, memory_order_release);
 }
 
-void fl__sup_count_refusal(fl_region *r)
+void fl__sup_count_refusal(struct fl__shm *r)
 {
     /* relaxed: a counter for the status tool; the supervisor is its only writer */
     atomic_fetch_add_explicit(&r->hdr->clients_refused, 1, memory_order_relaxed);
@@ -265,13 +267,13 @@ void fl__sup_count_refusal(fl_region *r)
 
 /* ---- events ---- */
 
-uint64_t fl__sup_events_dropped(const fl_region *r)
+uint64_t fl__sup_events_dropped(const struct fl__shm *r)
 {
     /* relaxed: a counter, compared with the last value seen */
     return atomic_load_explicit(&r->hdr->events_dropped, memory_order_relaxed);
 }
 
-uint64_t fl__sup_host_now_ns(const fl_region *r)
+uint64_t fl__sup_host_now_ns(const struct fl__shm *r)
 {
     /* host time = our time - our namespace's offset (clock.c) */
     return fl__monotonic_ns(NULL) - (uint64_t)r->timens_ns;

@@ -209,14 +209,15 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "../cancel.h"
+#include "shm.h"
 #include "arch/pair.h" /* fl__pair_cas, fl__pair_load, fl__cpu_relax */
 
 /* The deadline of a lease word on this process's CLOCK_MONOTONIC: the word
  * holds host time (the initial time namespace's); we may live in a time
  * namespace whose clock is shifted by r->timens_ns (clock.c, I11).
  * Unsigned arithmetic wraps exactly: the result is a valid local time. */
-static inline uint64_t fl__deadline_ns(const fl_region *r, uint64_t lease_word)
+static inline uint64_t fl__deadline_ns(const struct fl__shm *r, uint64_t lease_word)
 {
     return (lease_word & FL__DEADLINE_MASK) * 1000ull + (uint64_t)r->timens_ns;
 }
@@ -228,7 +229,7 @@ static inline uint32_t fl__owner(uint64_t lease_word)
 
 /* now + lease_ns rounded up to a microsecond, as a lease word for owner:
  * now is on our clock, the word on the host's (see fl__deadline_ns). */
-static int fl__make_lease(fl_region *r, uint64_t now, uint64_t lease_ns, uint64_t *word)
+static int fl__make_lease(struct fl__shm *r, uint64_t now, uint64_t lease_ns, uint64_t *word)
 {
     uint64_t end = now + lease_ns;
     if (end < now)
@@ -418,11 +419,11 @@ static void fl__note_holder_cpu(struct fl__slot *sl, uint64_t t)
  * cancel (may be NULL) is triggered, or the holder dies (its life word,
  * life.c).  Returns 0 to re-examine the pair, FL__WAIT_HOLDER_DIED,
  * -ETIMEDOUT or -ECANCELED. */
-static int fl__wait_for_change(fl_region *r, struct fl__slot *sl, uint64_t s, uint64_t l,
+static int fl__wait_for_change(struct fl__shm *r, struct fl__slot *sl, uint64_t s, uint64_t l,
                                uint64_t wait_until, fl_cancel *cancel)
 {
-    if (cancel) /* seq_cst: Dekker with fl_cancel_trigger (EARLY RETURNS) */
-        atomic_store(&cancel->sleeping_on, &sl->wake_seq);
+    if (cancel) /* Dekker with fl_cancel_trigger (cancel.h, EARLY RETURNS) */
+        fl__cancel_sleep_on(cancel, &sl->wake_seq);
     /* acquire: pairs with the releaser's release increment */
     uint32_t seq = atomic_load_explicit(&sl->wake_seq, memory_order_acquire);
     atomic_fetch_add(&sl->waiters, 1); /* seq_cst: read by fl__wake_sleepers */
@@ -430,7 +431,7 @@ static int fl__wait_for_change(fl_region *r, struct fl__slot *sl, uint64_t s, ui
     uint64_t s2 = atomic_load(&sl->pair.state);
     uint64_t l2 = atomic_load(&sl->pair.lease);
     int rc = 0;
-    if (cancel && atomic_load(&cancel->cancelled)) { /* seq_cst: after the seq read */
+    if (fl__cancel_is_set(cancel)) { /* after the seq read */
         rc = -ECANCELED;
     } else if (s2 == s && l2 == l) {
         uint64_t until = fl__deadline_ns(r, l);
@@ -461,9 +462,9 @@ static int fl__wait_for_change(fl_region *r, struct fl__slot *sl, uint64_t s, ui
     }
     /* relaxed: the count only decides whether releasers bother to wake */
     atomic_fetch_sub_explicit(&sl->waiters, 1, memory_order_relaxed);
-    if (cancel) /* relaxed: a trigger that still sees it only wakes for nothing */
-        atomic_store_explicit(&cancel->sleeping_on, NULL, memory_order_relaxed);
-    if (rc >= 0 && cancel && atomic_load(&cancel->cancelled))
+    if (cancel)
+        fl__cancel_sleep_done(cancel);
+    if (rc >= 0 && fl__cancel_is_set(cancel))
         rc = -ECANCELED;
     return rc;
 }
@@ -477,7 +478,7 @@ static int fl__wait_for_change(fl_region *r, struct fl__slot *sl, uint64_t s, ui
  * words are off in this process from now on and the caller's next wait
  * sleeps on the key alone.  A failed CAS: the pair moved on (a reap, a
  * release, another waiter's free): the caller looks again. */
-static void fl__free_dead(fl_region *r, struct fl__slot *sl, uint32_t idx, uint64_t s,
+static void fl__free_dead(struct fl__shm *r, struct fl__slot *sl, uint32_t idx, uint64_t s,
                           uint64_t l)
 {
     if (fl__life_confirm() != 0)
@@ -496,15 +497,15 @@ static void fl__free_dead(fl_region *r, struct fl__slot *sl, uint32_t idx, uint6
 
 /* The checks every acquisition makes of its arguments (fn names the public
  * function in messages). */
-static inline int fl__acquire_args(fl_region *r, uint64_t lease_ns, int64_t timeout_ns,
+static inline int fl__acquire_args(struct fl__shm *r, uint64_t lease_ns, int64_t timeout_ns,
                                    const fl_lease *lease, const char *fn)
 {
     if (!r || !lease)
         return fl__fail(-EINVAL, "%s: NULL argument", fn);
-    int err = fl__handle_check(r, fn);
+    int err = fl__handle_check(&r->h, fn);
     if (err)
         return err;
-    if (r->readonly)
+    if (r->h.readonly)
         return fl__fail(-EINVAL, "%s: read-only region handle", fn);
     if (lease_ns == 0)
         return fl__fail(-EINVAL, "%s: lease_ns must be > 0", fn);
@@ -514,21 +515,22 @@ static inline int fl__acquire_args(fl_region *r, uint64_t lease_ns, int64_t time
 }
 
 /* Find key's slot, creating it on first use (fl_acquire, fl_key_resolve). */
-static int fl__slot_of_key(fl_region *r, const char *key, uint32_t *idx)
+static int fl__slot_of_key(struct fl__shm *r, const char *key, uint32_t *idx)
 {
     int err = fl__lock_find_or_create(r, key, idx);
     if (err == -ENOSPC)
         return fl__fail(-ENOSPC, "region %s: lock table full (%u keys); cannot add key \"%s\"",
-                        r->path, r->lock_capacity, key);
+                        r->h.path, r->lock_capacity, key);
     return err;
 }
 
-static int fl__acquire_slot(fl_region *r, uint32_t idx, uint64_t lease_ns, int64_t timeout_ns,
+static int fl__acquire_slot(struct fl__shm *r, uint32_t idx, uint64_t lease_ns, int64_t timeout_ns,
                             fl_cancel *cancel, fl_lease *lease);
 
-int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
+int fl__shm_acquire(fl_region *h, const char *key, uint64_t lease_ns, int64_t timeout_ns,
                     fl_cancel *cancel, fl_lease *lease)
 {
+    struct fl__shm *r = fl__shm_of(h);
     int err = fl__acquire_args(r, lease_ns, timeout_ns, lease, "fl_acquire");
     if (err)
         return err;
@@ -539,14 +541,15 @@ int fl__shm_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t ti
     return fl__acquire_slot(r, idx, lease_ns, timeout_ns, cancel, lease);
 }
 
-int fl__shm_key_resolve(fl_region *r, const char *key, fl_key *k)
+int fl__shm_key_resolve(fl_region *h, const char *key, fl_key *k)
 {
+    struct fl__shm *r = fl__shm_of(h);
     if (!r || !k)
         return fl__fail(-EINVAL, "fl_key_resolve: NULL argument");
-    int err = fl__handle_check(r, "fl_key_resolve");
+    int err = fl__handle_check(&r->h, "fl_key_resolve");
     if (err)
         return err;
-    if (r->readonly)
+    if (r->h.readonly)
         return fl__fail(-EINVAL, "fl_key_resolve: read-only region handle");
     uint32_t idx = 0;
     err = fl__slot_of_key(r, key, &idx);
@@ -560,9 +563,10 @@ int fl__shm_key_resolve(fl_region *r, const char *key, fl_key *k)
  * (a handle is only ever made by fl_key_resolve on this region handle, which
  * api.c has checked by its tag; slots are never freed or reused, so the
  * slot still holds the key it was resolved for). */
-int fl__shm_acquire_key(fl_region *r, const fl_key *k, uint64_t lease_ns, int64_t timeout_ns,
+int fl__shm_acquire_key(fl_region *h, const fl_key *k, uint64_t lease_ns, int64_t timeout_ns,
                         fl_cancel *cancel, fl_lease *lease)
 {
+    struct fl__shm *r = fl__shm_of(h);
     int err = fl__acquire_args(r, lease_ns, timeout_ns, lease, "fl_acquire_key");
     if (err)
         return err;
@@ -577,7 +581,7 @@ int fl__shm_acquire_key(fl_region *r, const fl_key *k, uint64_t lease_ns, int64_
 /* The acquisition proper, of slot idx (published, < the slots in use);
  * *waited: it went to wait at least once (fl__acquire_slot). */
 static inline __attribute__((always_inline)) int
-fl__acquire_loop(fl_region *r, struct fl__slot *sl, uint32_t idx, uint64_t lease_ns,
+fl__acquire_loop(struct fl__shm *r, struct fl__slot *sl, uint32_t idx, uint64_t lease_ns,
                  int64_t timeout_ns, fl_cancel *cancel, fl_lease *lease, bool *waited)
 {
     int err;
@@ -609,7 +613,7 @@ fl__acquire_loop(fl_region *r, struct fl__slot *sl, uint32_t idx, uint64_t lease
                                     "key \"%.*s\" is held by this handle (token %llu): waiting "
                                     "would only outlast its own lease",
                                     FL__SLOT_KEY(sl), (unsigned long long)(s >> FL__TOKEN_SHIFT));
-                if (cancel && atomic_load(&cancel->cancelled))
+                if (fl__cancel_is_set(cancel))
                     return fl__fail(-ECANCELED, "wait for key \"%.*s\" cancelled",
                                     FL__SLOT_KEY(sl));
                 if (wait_until && now >= wait_until) {
@@ -680,8 +684,8 @@ fl__acquire_loop(fl_region *r, struct fl__slot *sl, uint32_t idx, uint64_t lease
             fl__note_holder_cpu(sl, next);
         /* relaxed: informational fields for the status tool; stored only
          * when they change, so a process re-taking its own lock writes nothing */
-        if (atomic_load_explicit(&sl->holder_pid, memory_order_relaxed) != r->pid)
-            atomic_store_explicit(&sl->holder_pid, r->pid, memory_order_relaxed);
+        if (atomic_load_explicit(&sl->holder_pid, memory_order_relaxed) != r->h.pid)
+            atomic_store_explicit(&sl->holder_pid, r->h.pid, memory_order_relaxed);
         if (atomic_load_explicit(&sl->holder_client_id, memory_order_relaxed) != r->client_id)
             atomic_store_explicit(&sl->holder_client_id, r->client_id, memory_order_relaxed);
         /* read only by this handle's own waits (EARLY RETURNS); release:
@@ -720,7 +724,7 @@ fl__acquire_loop(fl_region *r, struct fl__slot *sl, uint32_t idx, uint64_t lease
  * cancel came, or the lease cannot be made (-EOVERFLOW), while another
  * process holds the key again or the key is free.  The model's wait given
  * up after its futex returned is this, after one more read of the pair. */
-static int fl__acquire_slot(fl_region *r, uint32_t idx, uint64_t lease_ns, int64_t timeout_ns,
+static int fl__acquire_slot(struct fl__shm *r, uint32_t idx, uint64_t lease_ns, int64_t timeout_ns,
                             fl_cancel *cancel, fl_lease *lease)
 {
     struct fl__slot *sl = fl__slot_at(r, idx);
@@ -731,72 +735,14 @@ static int fl__acquire_slot(fl_region *r, uint32_t idx, uint64_t lease_ns, int64
     return err;
 }
 
-int fl_cancel_new(fl_cancel **out)
-{
-    if (!out)
-        return fl__fail(-EINVAL, "fl_cancel_new: NULL argument");
-    fl_cancel *c = calloc(1, sizeof *c);
-    if (!c)
-        return fl__fail(-ENOMEM, "out of memory");
-    atomic_init(&c->wake_fd, -1);
-    *out = c;
-    return 0;
-}
-
-void fl_cancel_free(fl_cancel *c)
-{
-    /* relaxed: no wait and no trigger uses c any more (the contract) */
-    int fd = c ? atomic_load_explicit(&c->wake_fd, memory_order_relaxed) : -1;
-    if (fd >= 0)
-        close(fd);
-    free(c);
-}
-
-/* Async-signal-safe: atomics, one futex wake and one eventfd write (etcd
- * waits), no lock, no errno left changed. */
-void fl_cancel_trigger(fl_cancel *c)
-{
-    if (!c)
-        return;
-    atomic_store(&c->cancelled, 1); /* seq_cst: Dekker with the waiter (EARLY RETURNS) */
-    _Atomic uint32_t *word = atomic_load(&c->sleeping_on);
-    if (word) {
-        int saved = errno;
-        /* Every sleeper of that key wakes, re-examines the pair and sleeps
-         * again: a cancel costs the key's other waiters one wakeup. */
-        atomic_fetch_add_explicit(word, 1, memory_order_release);
-        fl__futex_wake_all(word);
-        errno = saved;
-    }
-    int fd = atomic_load(&c->wake_fd); /* seq_cst: after the flag (struct fl_cancel) */
-    if (fd >= 0) {
-        int saved = errno;
-        uint64_t one = 1;
-        if (write(fd, &one, sizeof one) != sizeof one) { /* full counter: already readable */
-        }
-        errno = saved;
-    }
-}
-
-void fl_cancel_reset(fl_cancel *c)
-{
-    if (c) /* relaxed: the caller orders a reset before the next wait itself */
-        atomic_store_explicit(&c->cancelled, 0, memory_order_relaxed);
-}
-
-int fl_cancel_is_triggered(const fl_cancel *c)
-{
-    return c && atomic_load((_Atomic uint32_t *)&c->cancelled) ? 1 : 0;
-}
-
 /* A renew or release refused as stale: counted, remembered, reported. */
-static void fl__note_stale(fl_region *r, struct fl__slot *sl, const fl_lease *lease,
+static void fl__note_stale(struct fl__shm *r, struct fl__slot *sl, const fl_lease *lease,
                            uint64_t current, uint32_t op)
 {
     fl__count(sl, op == FL__OP_RENEW ? FL__C_RENEW_FAILED : FL__C_RELEASE_FAILED);
     /* relaxed: a last-seen sample for the status tool */
     atomic_store_explicit(&sl->last_stale_token, lease->token, memory_order_relaxed);
-    atomic_store_explicit(&sl->last_stale_pid, r->pid, memory_order_relaxed);
+    atomic_store_explicit(&sl->last_stale_pid, r->h.pid, memory_order_relaxed);
     atomic_store_explicit(&sl->last_stale_op, op, memory_order_relaxed);
     fl__event_post(r, &(struct fl__event_data){.type = FL__EV_REJECTED,
                                                .slot = lease->slot,
@@ -805,15 +751,15 @@ static void fl__note_stale(fl_region *r, struct fl__slot *sl, const fl_lease *le
                                                .op = op});
 }
 
-static int fl__lease_slot(fl_region *r, const fl_lease *lease, const char *fn,
+static int fl__lease_slot(struct fl__shm *r, const fl_lease *lease, const char *fn,
                           struct fl__slot **sl)
 {
     if (!r || !lease)
         return fl__fail(-EINVAL, "%s: NULL argument", fn);
-    int err = fl__handle_check(r, fn);
+    int err = fl__handle_check(&r->h, fn);
     if (err)
         return err;
-    if (r->readonly)
+    if (r->h.readonly)
         return fl__fail(-EINVAL, "%s: read-only region handle", fn);
     if (lease->slot >= fl__locks_used(r))
         return fl__fail(-EINVAL, "%s: lease names slot %u, which this region never issued",
@@ -822,8 +768,9 @@ static int fl__lease_slot(fl_region *r, const fl_lease *lease, const char *fn,
     return 0;
 }
 
-int fl__shm_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns)
+int fl__shm_renew(fl_region *h, fl_lease *lease, uint64_t lease_ns)
 {
+    struct fl__shm *r = fl__shm_of(h);
     struct fl__slot *sl = NULL;
     int err = fl__lease_slot(r, lease, "fl_renew", &sl);
     if (err)
@@ -854,8 +801,9 @@ int fl__shm_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns)
     }
 }
 
-int fl__shm_release(fl_region *r, const fl_lease *lease)
+int fl__shm_release(fl_region *h, const fl_lease *lease)
 {
+    struct fl__shm *r = fl__shm_of(h);
     struct fl__slot *sl = NULL;
     int err = fl__lease_slot(r, lease, "fl_release", &sl);
     if (err)
@@ -884,11 +832,12 @@ int fl__shm_release(fl_region *r, const fl_lease *lease)
     }
 }
 
-int fl__shm_check(fl_region *r, const fl_lease *lease)
+int fl__shm_check(fl_region *h, const fl_lease *lease)
 {
+    struct fl__shm *r = fl__shm_of(h);
     if (!r || !lease)
         return fl__fail(-EINVAL, "fl_check: NULL argument");
-    int err = fl__handle_check(r, "fl_check");
+    int err = fl__handle_check(&r->h, "fl_check");
     if (err)
         return err;
     if (lease->slot >= fl__locks_used(r))
@@ -901,7 +850,7 @@ int fl__shm_check(fl_region *r, const fl_lease *lease)
     return fl__fail(-ESTALE, "token %llu is no longer current", (unsigned long long)lease->token);
 }
 
-uint64_t fl__slot_token(const fl_region *r, uint32_t i)
+uint64_t fl__slot_token(const struct fl__shm *r, uint32_t i)
 {
     uint64_t s = 0, l = 0;
     fl__pair_load(&fl__slot_at(r, i)->pair, &s, &l);
@@ -910,7 +859,7 @@ uint64_t fl__slot_token(const fl_region *r, uint32_t i)
 
 /* Free the slots held by `client` (or every held slot, if `any`), leaving
  * `why` in the lease word, and wake their waiters. */
-static uint32_t fl__slots_free_where(fl_region *r, uint32_t client, bool any, uint64_t why,
+static uint32_t fl__slots_free_where(struct fl__shm *r, uint32_t client, bool any, uint64_t why,
                                      fl__freed_fn fn, void *ctx)
 {
     struct fl__keytab t;
@@ -963,7 +912,7 @@ static uint32_t fl__slots_free_where(fl_region *r, uint32_t client, bool any, ui
  * the socket closes in both cases).  A sleeper on a key held by a live
  * holder wakes for nothing a few microseconds, once per such round.
  */
-void fl__slots_wake_sleepers(fl_region *r)
+void fl__slots_wake_sleepers(struct fl__shm *r)
 {
     struct fl__keytab t;
     fl__keytab_locks(r, &t);
@@ -972,14 +921,14 @@ void fl__slots_wake_sleepers(fl_region *r)
         fl__wake_all(fl__slot_at(r, i));
 }
 
-uint32_t fl__slots_reap_client(fl_region *r, uint32_t client, fl__freed_fn fn, void *ctx)
+uint32_t fl__slots_reap_client(struct fl__shm *r, uint32_t client, fl__freed_fn fn, void *ctx)
 {
     if (client == 0)
         return 0; /* unregistered holders are never reaped: they fall back to leases */
     return fl__slots_free_where(r, client, false, FL__FREED_BY_DEATH, fn, ctx);
 }
 
-uint32_t fl__slots_void_all(fl_region *r, fl__freed_fn fn, void *ctx)
+uint32_t fl__slots_void_all(struct fl__shm *r, fl__freed_fn fn, void *ctx)
 {
     uint32_t voided = fl__slots_free_where(r, 0, true, FL__FREED_VOID, fn, ctx);
     /* No process of the earlier boot is left to take back its count of
@@ -997,11 +946,12 @@ uint32_t fl__slots_void_all(fl_region *r, fl__freed_fn fn, void *ctx)
     return voided;
 }
 
-int fl__shm_lock_info_get(fl_region *r, uint32_t index, fl_lock_info *info)
+int fl__shm_lock_info_get(fl_region *h, uint32_t index, fl_lock_info *info)
 {
+    struct fl__shm *r = fl__shm_of(h);
     if (!r || !info)
         return fl__fail(-EINVAL, "fl_lock_info_get: NULL argument");
-    int err = fl__handle_check(r, "fl_lock_info_get");
+    int err = fl__handle_check(&r->h, "fl_lock_info_get");
     if (err)
         return err;
     struct fl__keytab t;

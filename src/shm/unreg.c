@@ -26,12 +26,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/clocks.h"
-#include "internal.h"
+#include "../common/clocks.h"
+#include "shm.h"
 
-void fl__unreg_note(fl_region *r, int err)
+void fl__unreg_note(struct fl__shm *r, int err)
 {
-    if (r->readonly)
+    if (r->h.readonly)
         return;
     /* relaxed: claiming a distinct entry needs no ordering */
     uint32_t claim = atomic_fetch_add_explicit(&r->hdr->unreg_next, 1, memory_order_relaxed);
@@ -41,10 +41,10 @@ void fl__unreg_note(fl_region *r, int err)
     /* release fence: a reader that sees a field below also sees seq = 0
      * (or a later seq), so it never pairs our fields with an older seq */
     atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&e->pid, r->pid, memory_order_relaxed);
+    atomic_store_explicit(&e->pid, r->h.pid, memory_order_relaxed);
     atomic_store_explicit(&e->uid, (uint32_t)getuid(), memory_order_relaxed);
     atomic_store_explicit(&e->reason, (uint32_t)(err < 0 ? -err : err), memory_order_relaxed);
-    atomic_store_explicit(&e->start_time, fl__process_start_time((pid_t)r->pid),
+    atomic_store_explicit(&e->start_time, fl__process_start_time((pid_t)r->h.pid),
                           memory_order_relaxed);
     atomic_store_explicit(&e->time_unix_ns, fl__wall_clock_ns() /* display only */,
                           memory_order_relaxed);
@@ -54,9 +54,9 @@ void fl__unreg_note(fl_region *r, int err)
     r->unreg_seq = seq;
 }
 
-void fl__unreg_clear(fl_region *r)
+void fl__unreg_clear(struct fl__shm *r)
 {
-    if (!r->unreg_seq || r->readonly)
+    if (!r->unreg_seq || r->h.readonly)
         return;
     struct fl__unreg *e = &r->hdr->unreg[r->unreg_entry % FL__UNREG_COUNT];
     uint32_t want = r->unreg_seq;
@@ -67,11 +67,12 @@ void fl__unreg_clear(fl_region *r)
     r->unreg_seq = 0;
 }
 
-int fl__shm_unregistered_info_get(fl_region *r, uint32_t index, fl_unregistered_info *info)
+int fl__shm_unregistered_info_get(fl_region *h, uint32_t index, fl_unregistered_info *info)
 {
+    struct fl__shm *r = fl__shm_of(h);
     if (!r || !info)
         return fl__fail(-EINVAL, "fl_unregistered_info_get: NULL argument");
-    int err = fl__handle_check(r, "fl_unregistered_info_get");
+    int err = fl__handle_check(&r->h, "fl_unregistered_info_get");
     if (err)
         return err;
     if (index >= FL__UNREG_COUNT)

@@ -10,7 +10,7 @@
  *   client -> supervisor   goodbye   fl_close's clean close, just before it
  *                                    shuts the connection down
  *
- * Both ends include this header: the library through internal.h, the
+ * Both ends include this header: the library through shm.h, the
  * supervisor through supervise.h.  It needs nothing else.
  */
 #ifndef FL_PROTO_H

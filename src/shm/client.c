@@ -21,7 +21,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "shm.h"
 
 /* How long fl_open waits for a supervisor's answer before it opens the
  * region unregistered (a stopped supervisor must not stop its clients). */
@@ -35,12 +35,12 @@ int fl__socket_path(const char *region_path, char *buf, size_t cap)
     return 0;
 }
 
-int fl__client_register(fl_region *r)
+int fl__client_register(struct fl__shm *r)
 {
     r->goodbye = false;
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    if (fl__socket_path(r->path, addr.sun_path, sizeof addr.sun_path) != 0)
-        return fl__fail(-ENAMETOOLONG, "socket path for %s exceeds %zu bytes", r->path,
+    if (fl__socket_path(r->h.path, addr.sun_path, sizeof addr.sun_path) != 0)
+        return fl__fail(-ENAMETOOLONG, "socket path for %s exceeds %zu bytes", r->h.path,
                         sizeof addr.sun_path - 1);
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -55,7 +55,7 @@ int fl__client_register(fl_region *r)
         goto fail;
     }
     struct fl__hello hello = {.magic = FL__HELLO_MAGIC, .version = FL__PROTO_VERSION,
-                              .pid = r->pid};
+                              .pid = r->h.pid};
     /* A supervisor out of descriptors may answer (a refusal) and hang up
      * before it reads the hello: then the send fails but the reply is there
      * to read, and the first recv may report the hang-up (ECONNRESET)
@@ -119,7 +119,7 @@ int fl__client_register(fl_region *r)
         err = fl__fail(-ENXIO,
                        "region %s: the supervisor serves another file under this name "
                        "(was the region replaced?)",
-                       r->path);
+                       r->h.path);
         goto fail;
     }
     r->sock = fd;
@@ -132,7 +132,7 @@ fail:
     return err;
 }
 
-void fl__client_goodbye(fl_region *r)
+void fl__client_goodbye(struct fl__shm *r)
 {
     if (!r || r->sock < 0 || !r->goodbye)
         return;

@@ -22,9 +22,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "common/clocks.h"
-#include "internal.h"
+#include "../backend.h"
+#include "../common/clocks.h"
+#include "shm.h"
 
 
 static uint64_t fl__align64(uint64_t v) { return (v + 63) & ~(uint64_t)63; }
@@ -79,17 +79,6 @@ static int fl__layout(struct fl__header *h)
     return 0;
 }
 
-int fl__region_resolve_path(const char *path, char *buf, size_t cap)
-{
-    if (path && *path) {
-        size_t n = strlen(path);
-        if (n >= cap)
-            return fl__fail(-ENAMETOOLONG, "region path too long (%zu bytes)", n);
-        memcpy(buf, path, n + 1);
-        return 0;
-    }
-    return fl_default_region_path(buf, cap);
-}
 
 int fl__region_create(const char *path, const struct fl__params *p)
 {
@@ -219,12 +208,12 @@ static int fl__validate(const char *path, const struct fl__header *h, uint64_t f
     return 0;
 }
 
-int fl__region_map(const char *path, bool readonly, fl_region **out)
+int fl__region_map(const char *path, bool readonly, struct fl__shm **out)
 {
     return fl__region_map_named(path, readonly, false, out);
 }
 
-int fl__region_map_named(const char *path, bool readonly, bool named, fl_region **out)
+int fl__region_map_named(const char *path, bool readonly, bool named, struct fl__shm **out)
 {
     /* Before the file is opened: a directory another user controls may
      * hold their file under this name (paths.c). */
@@ -232,23 +221,17 @@ int fl__region_map_named(const char *path, bool readonly, bool named, fl_region 
     int cerr = fl__check_region_dir(path, named, &dir_owner);
     if (cerr)
         return cerr;
-    fl_region *r = calloc(1, sizeof *r);
+    if (strlen(path) >= FL__PATH_SIZE)
+        return fl__fail(-ENAMETOOLONG, "region path too long");
+    struct fl__shm *r = calloc(1, sizeof *r);
     if (!r)
         return fl__fail(-ENOMEM, "out of memory");
-    r->be = &fl__shm_backend; /* a mapped region file is the shm backend's */
+    /* a mapped region file is the shm backend's, for fl_open and fencelockd alike */
+    fl__handle_init(&r->h, &fl__shm_backend, path, readonly);
     r->fd = -1;
     r->sock = -1;
-    r->readonly = readonly;
     r->clock = fl__monotonic_ns;
-    r->pid = (uint32_t)getpid();
-    pthread_mutex_init(&r->keeper_lock, NULL);
     int err = 0;
-    size_t plen = strlen(path);
-    if (plen >= sizeof r->path) {
-        err = fl__fail(-ENAMETOOLONG, "region path too long");
-        goto fail;
-    }
-    memcpy(r->path, path, plen + 1);
     /* O_NONBLOCK: a FIFO or device under the name must not hang us in
      * open(); it is refused below as not a regular file. */
     r->fd = open(path, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NONBLOCK);
@@ -323,20 +306,19 @@ int fl__region_map_named(const char *path, bool readonly, bool named, fl_region 
         munmap(r->base, r->size);
         goto fail;
     }
-    fl__handle_bind_process(r);
     *out = r;
     return 0;
 fail:
     if (r->fd >= 0)
         close(r->fd);
-    pthread_mutex_destroy(&r->keeper_lock);
+    fl__handle_fini(&r->h, false);
     free((void *)r->held);
     free((void *)r->held_tid);
     free(r);
     return err;
 }
 
-void fl__region_unmap(fl_region *r)
+void fl__region_unmap(struct fl__shm *r)
 {
     if (!r)
         return;
@@ -346,7 +328,7 @@ void fl__region_unmap(fl_region *r)
         close(r->fd);
     if (r->sock >= 0)
         close(r->sock);
-    pthread_mutex_destroy(&r->keeper_lock);
+    fl__handle_fini(&r->h, false);
     free((void *)r->held);
     free((void *)r->held_tid);
     free(r);
@@ -406,7 +388,7 @@ static uint64_t fl__pmd_mapped(const void *base)
 
 /* Why huge pages cannot back r's file: its file system, its mount's huge=
  * option, the shmem_enabled policy; what to change. */
-static void fl__huge_why(const fl_region *r, int err, char *why, size_t cap)
+static void fl__huge_why(const struct fl__shm *r, int err, char *why, size_t cap)
 {
     struct statfs sfs;
     struct stat st;
@@ -467,7 +449,7 @@ static void fl__huge_why(const fl_region *r, int err, char *why, size_t cap)
              mnt, huge, policy, strerror(err), mnt);
 }
 
-int fl__region_huge_pages(fl_region *r, uint64_t *huge, char *why, size_t cap)
+int fl__region_huge_pages(struct fl__shm *r, uint64_t *huge, char *why, size_t cap)
 {
     *huge = 0;
     why[0] = '\0';
@@ -490,7 +472,7 @@ int fl__region_huge_pages(fl_region *r, uint64_t *huge, char *why, size_t cap)
     return -err;
 }
 
-void fl__region_params(const fl_region *r, struct fl__params *p)
+void fl__region_params(const struct fl__shm *r, struct fl__params *p)
 {
     p->locks = r->lock_capacity;
     p->records = r->record_capacity;
@@ -499,13 +481,13 @@ void fl__region_params(const fl_region *r, struct fl__params *p)
     p->spare_buffers = r->buffer_count - r->record_capacity;
 }
 
-void fl__region_set_clock(fl_region *r, fl__clock_fn fn, void *ctx)
+void fl__region_set_clock(struct fl__shm *r, fl__clock_fn fn, void *ctx)
 {
     r->clock = fn ? fn : fl__monotonic_ns;
     r->clock_ctx = ctx;
 }
 
-bool fl__region_boot_is(const fl_region *r, const char id[FL__BOOT_ID_SIZE],
+bool fl__region_boot_is(const struct fl__shm *r, const char id[FL__BOOT_ID_SIZE],
                         char had[FL__BOOT_ID_SIZE])
 {
     memcpy(had, r->hdr->boot_id, FL__BOOT_ID_SIZE);
@@ -513,7 +495,7 @@ bool fl__region_boot_is(const fl_region *r, const char id[FL__BOOT_ID_SIZE],
     return strcmp(id, had) == 0;
 }
 
-bool fl__same_boot(const fl_region *r)
+bool fl__same_boot(const struct fl__shm *r)
 {
     char now[FL__BOOT_ID_SIZE], had[FL__BOOT_ID_SIZE];
     if (fl__read_boot_id(now) != 0)

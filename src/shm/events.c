@@ -28,14 +28,14 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "shm.h"
 
-static unsigned fl__event_shift(const fl_region *r)
+static unsigned fl__event_shift(const struct fl__shm *r)
 {
     return (unsigned)__builtin_ctz(r->event_mask + 1);
 }
 
-void fl__event_post(fl_region *r, const struct fl__event_data *d)
+void fl__event_post(struct fl__shm *r, const struct fl__event_data *d)
 {
     struct fl__header *h = r->hdr;
     unsigned shift = fl__event_shift(r);
@@ -74,7 +74,7 @@ void fl__event_post(fl_region *r, const struct fl__event_data *d)
     atomic_store_explicit(&e->time_ns, fl__now(r) - (uint64_t)r->timens_ns,
                           memory_order_relaxed);
     atomic_store_explicit(&e->type, d->type, memory_order_relaxed);
-    atomic_store_explicit(&e->pid, r->pid, memory_order_relaxed);
+    atomic_store_explicit(&e->pid, r->h.pid, memory_order_relaxed);
     atomic_store_explicit(&e->slot, d->slot, memory_order_relaxed);
     atomic_store_explicit(&e->record, d->record, memory_order_relaxed);
     atomic_store_explicit(&e->token, d->token, memory_order_relaxed);
@@ -87,7 +87,7 @@ void fl__event_post(fl_region *r, const struct fl__event_data *d)
                                             memory_order_relaxed);
 }
 
-uint32_t fl__events_drain(fl_region *r, struct fl__event_reader *rd, fl__event_fn fn, void *ctx)
+uint32_t fl__events_drain(struct fl__shm *r, struct fl__event_reader *rd, fl__event_fn fn, void *ctx)
 {
     struct fl__header *h = r->hdr;
     unsigned shift = fl__event_shift(r);

@@ -32,7 +32,7 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "shm.h"
 
 /*
  * THE KEY HASH (format 5).  Eight bytes at a time: each little-endian word
@@ -127,7 +127,7 @@ static struct fl__key *fl__entry_key(const struct fl__keytab *t, uint32_t idx)
     return (struct fl__key *)(void *)(t->entries + (size_t)idx * t->stride + t->key_offset);
 }
 
-static inline void fl__keytab_of_locks(fl_region *r, struct fl__keytab *t)
+static inline void fl__keytab_of_locks(struct fl__shm *r, struct fl__keytab *t)
 {
     t->entries = (char *)r->slots;
     t->stride = sizeof(struct fl__slot);
@@ -139,9 +139,9 @@ static inline void fl__keytab_of_locks(fl_region *r, struct fl__keytab *t)
     t->spare = &r->spare_slot;
 }
 
-void fl__keytab_locks(fl_region *r, struct fl__keytab *t) { fl__keytab_of_locks(r, t); }
+void fl__keytab_locks(struct fl__shm *r, struct fl__keytab *t) { fl__keytab_of_locks(r, t); }
 
-void fl__keytab_records(fl_region *r, struct fl__keytab *t)
+void fl__keytab_records(struct fl__shm *r, struct fl__keytab *t)
 {
     t->entries = (char *)r->records;
     t->stride = sizeof(struct fl__record);
@@ -152,20 +152,6 @@ void fl__keytab_records(fl_region *r, struct fl__keytab *t)
     t->next = &r->hdr->next_record;
     t->spare = &r->spare_record;
 }
-
-static inline int fl__key_len(const char *key)
-{
-    if (!key)
-        return fl__fail(-EINVAL, "key is NULL");
-    size_t len = strnlen(key, FL_KEY_MAX + 1);
-    if (len == 0)
-        return fl__fail(-EINVAL, "key is empty (keys are 1..%d bytes)", FL_KEY_MAX);
-    if (len > FL_KEY_MAX)
-        return fl__fail(-EINVAL, "key is longer than %d bytes", FL_KEY_MAX);
-    return (int)len;
-}
-
-int fl__key_check(const char *key) { return fl__key_len(key); }
 
 uint32_t fl__keytab_used(const struct fl__keytab *t)
 {
@@ -273,7 +259,7 @@ int fl__key_find_or_create(const struct fl__keytab *t, const char *key, size_t l
 
 /* The creation behind fl__lock_find_or_create, out of line: its table of
  * its own, so that the caller's never leaves registers. */
-static __attribute__((noinline)) int fl__lock_create(fl_region *r, const char *key, size_t len,
+static __attribute__((noinline)) int fl__lock_create(struct fl__shm *r, const char *key, size_t len,
                                                      uint32_t hash, uint32_t empty, uint32_t *idx)
 {
     struct fl__keytab t;
@@ -281,9 +267,9 @@ static __attribute__((noinline)) int fl__lock_create(fl_region *r, const char *k
     return fl__key_create(&t, key, len, hash, empty, idx);
 }
 
-int fl__lock_find_or_create(fl_region *r, const char *key, uint32_t *idx)
+int fl__lock_find_or_create(struct fl__shm *r, const char *key, uint32_t *idx)
 {
-    int len = fl__key_len(key);
+    int len = fl__key_check(key);
     if (len < 0)
         return len;
     struct fl__keytab t;

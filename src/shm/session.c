@@ -18,13 +18,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "shm.h"
 
 /* The backend's open (backend.h): `path` is resolved; `named` relaxes the
  * directory trust check for a path the caller named (paths.c). */
 int fl__shm_open(const char *path, bool readonly, bool named, fl_region **out)
 {
-    fl_region *r = NULL;
+    struct fl__shm *r = NULL;
     int err = fl__region_map_named(path, readonly, named, &r);
     if (err)
         return err;
@@ -33,7 +33,7 @@ int fl__shm_open(const char *path, bool readonly, bool named, fl_region **out)
     if (readonly) {
         /* For inspection: no readiness wait, no registration; a region
          * that is not ready, or of an earlier boot, is shown as it is. */
-        *out = r;
+        *out = &r->h;
         return 0;
     }
     err = fl__await_ready(r);
@@ -59,9 +59,9 @@ int fl__shm_open(const char *path, bool readonly, bool named, fl_region **out)
         fl__unreg_note(r, err);
         fl__set_error("region %s opened unregistered (death detection off: locks of this "
                       "process end only at their lease deadlines): %s",
-                      r->path, why);
+                      r->h.path, why);
     }
-    *out = r;
+    *out = &r->h;
     return 0;
 }
 
@@ -73,11 +73,12 @@ static void fl__note_abandoned(void *ctx, uint32_t slot, uint64_t token)
                                                  .token = token});
 }
 
-void fl__shm_close(fl_region *r)
+void fl__shm_close(fl_region *h)
 {
+    struct fl__shm *r = fl__shm_of(h);
     if (!r)
         return;
-    if (fl__handle_is_inherited(r)) {
+    if (fl__handle_is_inherited(&r->h)) {
         /* A forked child closing its copy of a parent's handle: unmap and
          * close our copies only.  The parent's locks, registration and
          * keepalive thread (which does not exist in the child; its memory
@@ -87,21 +88,20 @@ void fl__shm_close(fl_region *r)
         close(r->fd);
         if (r->sock >= 0)
             close(r->sock);
-        /* keeper_lock is not destroyed: a parent's thread may have held it
-         * at the fork, and the child's copy would stay locked. */
+        fl__handle_fini(&r->h, true);
         free((void *)r->held);
-    free((void *)r->held_tid);
+        free((void *)r->held_tid);
         fl__life_forget(r);
         free(r);
         return;
     }
-    fl__keepalive_shutdown(r);
+    fl__keepalive_shutdown(&r->h);
     /* Locks still held through this handle are abandoned, as at a death: we
      * free them ourselves, which works whether or not the supervisor that
      * registered us still runs.  shutdown() ends the connection even where a
      * forked child holds a copy of the socket, so the supervisor releases
      * the client index at once. */
-    if (r->client && !r->readonly)
+    if (r->client && !r->h.readonly)
         fl__slots_reap_client(r, r->client, fl__note_abandoned, r);
     /* After that reaping: the life word is given up (unlocked, not dead)
      * only once nothing is held under our entry (life.c). */
@@ -115,7 +115,8 @@ void fl__shm_close(fl_region *r)
     fl__region_unmap(r);
 }
 
-int fl__shm_region_registered(const fl_region *r)
+int fl__shm_region_registered(const fl_region *h)
 {
-    return r && r->sock >= 0 && !fl__handle_is_inherited(r) ? 1 : 0;
+    const struct fl__shm *r = fl__shm_of_const(h);
+    return r && r->sock >= 0 && !fl__handle_is_inherited(&r->h) ? 1 : 0;
 }

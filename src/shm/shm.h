@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * internal.h - what the library's files share: the process-local region
- * handle and the internal (fl__) functions.  Not installed.  It includes
- * supervise.h, the narrower interface the supervisor gets (fencelockd
- * includes only that one), and proto.h through it.
+ * shm.h - the internal header of the shared-memory backend (src/shm/): its
+ * handle, struct fl__shm, and the functions its files share.  Not
+ * installed.  It includes core.h (the layer below) and supervise.h, the
+ * narrower interface the supervisor gets (fencelockd includes only that
+ * one), and proto.h through it.
  */
-#ifndef FL_INTERNAL_H
-#define FL_INTERNAL_H
+#ifndef FL_SHM_H
+#define FL_SHM_H
 
 #include <errno.h>
 #include <pthread.h>
@@ -17,41 +18,33 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "../core.h"
 #include "fencelock.h"
 #include "format.h"
-#include "supervise.h" /* also the sizes (FL__PATH_SIZE, ...) and proto.h */
+#include "supervise.h" /* and proto.h */
 
 /* Monotonic time in nanoseconds.  All lease arithmetic goes through the
  * handle's clock so tests can substitute a controllable one; the library
  * never reads the wall clock for leases (I11). */
 typedef uint64_t (*fl__clock_fn)(void *ctx);
 
-struct fl_region {
-    /* The store behind this handle (backend.h), set at open and never
-     * changed.  The fields below it, up to `backend`, are the shared-memory
-     * backend's; another backend leaves them zeroed (fd and sock -1) and
-     * keeps its own state in `backend`. */
-    const struct fl__backend *be;
+/* A handle on a region file: the base every backend's handle starts with
+ * (core.h), then the shared-memory backend's own fields. */
+struct fl__shm {
+    struct fl_region h;
     char *base;           /* the mapping */
     size_t size;          /* bytes mapped == header file_size */
     int fd;               /* region file, kept open for the life of the handle */
     int sock;             /* registration socket, -1 when unregistered */
     bool goodbye;         /* the supervisor takes a goodbye, not sent yet (client.c) */
-    bool readonly;
     bool other_boot;      /* the region's boot id is not this boot's (leases void) */
     uint32_t client;      /* client table index, 0 when unregistered */
     uint64_t client_id;
-    uint32_t pid;         /* this process, cached at open */
     fl__clock_fn clock;   /* this process's CLOCK_MONOTONIC (or a test's clock) */
     void *clock_ctx;
     /* This process's time namespace offset of CLOCK_MONOTONIC (ns): region
      * deadlines are host time = our time - timens_ns (clock.c). */
     int64_t timens_ns;
-    /* Fork detection (fork.c): the process's incarnation word, and its value
-     * when this handle was opened. */
-    _Atomic uint64_t *incarnation_word;
-    uint64_t incarnation;
-    char path[FL__PATH_SIZE];
 
     /* Cached views of the validated header (never re-read from shared memory). */
     struct fl__header *hdr;
@@ -72,10 +65,6 @@ struct fl_region {
      * reused by its next key creation instead of leaking (keys.c). 0 = none,
      * else index + 1. */
     _Atomic uint32_t spare_slot, spare_record;
-    /* The keepalive thread and its lease list (keepalive.c), created on
-     * first use under keeper_lock. */
-    struct fl__keeper *keeper;
-    pthread_mutex_t keeper_lock;
 
     /* The unregistered-client entry this handle noted (unreg.c): the entry
      * index and the seq it wrote there; unreg_seq 0 = none. */
@@ -102,17 +91,18 @@ struct fl_region {
     /* The handle's life thread (life.c), NULL when it has none (an
      * unregistered handle, or one whose life word could not be set up). */
     struct fl__life *life;
-
-    /* A backend other than shared memory: its own state (NULL for shm). */
-    void *backend;
-
-    /* Every backend's: this handle's tag, which the key handles it resolves
-     * carry (fl_key.handle), so that a key handle is only ever used with
-     * the handle that resolved it.  Set by api.c at open; never 0. */
-    uint64_t key_cookie;
 };
+_Static_assert(offsetof(struct fl__shm, h) == 0, "an fl_region * of this backend is a struct fl__shm *");
 
-/* ---- The shared-memory backend's entries in its ops table (backends.c) ----
+/* The shared-memory handle behind the base handle r, which is one: the ops
+ * table (backend.c) is only ever called with handles it opened. */
+static inline struct fl__shm *fl__shm_of(fl_region *r) { return (struct fl__shm *)(void *)r; }
+static inline const struct fl__shm *fl__shm_of_const(const fl_region *r)
+{
+    return (const struct fl__shm *)(const void *)r;
+}
+
+/* ---- The shared-memory backend's entries in its ops table (backend.c) ----
  * Each is the public function of the same name (fencelock.h) for a handle
  * on a region file; api.c has checked r for NULL. */
 int fl__shm_open(const char *path, bool readonly, bool named, fl_region **out);
@@ -141,43 +131,14 @@ int fl__shm_record_info_get(fl_region *r, uint32_t index, fl_record_info *info);
 int fl__shm_client_info_get(fl_region *r, uint32_t index, fl_client_info *info);
 int fl__shm_unregistered_info_get(fl_region *r, uint32_t index, fl_unregistered_info *info);
 
-/* A cancellation token for waits (fl_cancel_new, slot.c). */
-struct fl_cancel {
-    _Atomic uint32_t cancelled;
-    /* The futex word the waiter sleeps on, while it waits; NULL otherwise. */
-    _Atomic(_Atomic uint32_t *) sleeping_on;
-    /* An eventfd that network waits poll (src/etcd/lock.c creates it on
-     * first use; fl_cancel_free closes it), -1 = none.  The trigger writes
-     * it after setting `cancelled` (seq_cst both sides: Dekker with the
-     * waiter, which publishes it and then reads `cancelled`). */
-    _Atomic int wake_fd;
-};
 
-/* ---- error.c ---- */
-/* errno as a negative error code, never 0 (a failed call always has a cause;
- * analyzers cannot know that errno is set). */
-static inline int fl__neg_errno(void)
-{
-    int e = errno;
-    return e > 0 ? -e : -EIO;
-}
-
-/* Record a detailed message for fl_last_error(). */
-void fl__set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Record the message and evaluate to err (negative).  A macro so that the
- * value is visible where it is returned (to readers and to analyzers). */
-#define fl__fail(err, ...) (fl__set_error(__VA_ARGS__), (err))
-/* The same with a constant message: no formatting (hot refusal paths). */
-void fl__set_error_static(const char *msg);
-#define fl__fail_static(err, msg) (fl__set_error_static(msg), (err))
-
-/* ---- clock.c (fl__monotonic_ns: supervise.h) ---- */
+/* ---- the handle's clock ---- */
 /* The handle's clock: CLOCK_MONOTONIC read here, inline, unless a test put
  * its own clock in the handle (fl__region_set_clock).  Every acquisition
  * reads it once; calling clock_gettime directly instead of through the
  * function pointer and fl__monotonic_ns saves about 1 ns of that path
  * (docs/benchmarks.md). */
-static inline uint64_t fl__now(const fl_region *r)
+static inline uint64_t fl__now(const struct fl__shm *r)
 {
     if (__builtin_expect(r->clock == fl__monotonic_ns, 1)) {
         struct timespec ts;
@@ -186,39 +147,6 @@ static inline uint64_t fl__now(const fl_region *r)
     }
     return r->clock(r->clock_ctx);
 }
-/* Read this boot's id (36 characters and NUL) into buf[FL__BOOT_ID_SIZE]; 0 or -errno. */
-int fl__read_boot_id(char buf[FL__BOOT_ID_SIZE]);
-/* A nonzero 64-bit tag of a boot id (what the region's ready_boot holds). */
-uint64_t fl__boot_tag(const char boot_id[FL__BOOT_ID_SIZE]);
-/* This process's CLOCK_MONOTONIC offset from the host's, in ns (0 outside a
- * time namespace, or on a kernel without them).  0 or -errno (fail closed:
- * an offset that cannot be known refuses the open). */
-int fl__read_timens_offset(int64_t *offset_ns);
-/* The start time of process pid (field 22 of /proc/PID/stat); 0 if unknown. */
-uint64_t fl__process_start_time(pid_t pid);
-
-/* ---- fork.c ---- */
-/* Bind a new handle to the calling process (its incarnation). */
-void fl__handle_bind_process(fl_region *r);
-/* The -ECHILD error for a handle used in a forked child. */
-int fl__handle_forked(const fl_region *r, const char *fn);
-/* 0 if r was opened by the calling process, else -ECHILD (fork.c): one load
- * of a word that never changes within a process. */
-static inline int fl__handle_check(const fl_region *r, const char *fn)
-{
-    /* relaxed: the word changes only across fork, never under our feet */
-    if (__builtin_expect(atomic_load_explicit(r->incarnation_word, memory_order_relaxed) !=
-                             r->incarnation,
-                         0))
-        return fl__handle_forked(r, fn);
-    return 0;
-}
-/* True if the calling process is not the one that opened r. */
-static inline bool fl__handle_is_inherited(const fl_region *r)
-{
-    return atomic_load_explicit(r->incarnation_word, memory_order_relaxed) != r->incarnation;
-}
-
 /* ---- region.c (struct fl__params, creating, mapping: supervise.h) ---- */
 /* Create a region file at path with params, 0600, atomically (a complete
  * file appears under the name, or nothing).  -EEXIST if one is there
@@ -226,30 +154,28 @@ static inline bool fl__handle_is_inherited(const fl_region *r)
 int fl__region_create(const char *path, const struct fl__params *p);
 /* fl__region_map; named: the path was named by the caller (paths.c: then
  * the directory's owner is trusted). */
-int fl__region_map_named(const char *path, bool readonly, bool named, fl_region **out);
+int fl__region_map_named(const char *path, bool readonly, bool named, struct fl__shm **out);
 
 /* ---- hash.c (fl__checksum: supervise.h) ---- */
 /* ---- ready.c (the serving lock and readying: supervise.h) ---- */
 /* Whether a supervisor holds that lock now (tests it, takes nothing). */
-bool fl__region_served(const fl_region *r);
+bool fl__region_served(const struct fl__shm *r);
 /* fl_open's wait for a region readied in this boot (ready.c, READINESS):
  * 0, -EAGAIN or -EIO with the reason. */
-int fl__await_ready(fl_region *r);
+int fl__await_ready(struct fl__shm *r);
 /* Tests without a supervisor: create a region and ready it for this boot, as
  * if a supervisor had started (its floor stays 1: no durable epoch). */
 int fl__test_region_create_ready(const char *path, const struct fl__params *p);
 /* Whether the region's leases belong to the current boot. */
-bool fl__same_boot(const fl_region *r);
+bool fl__same_boot(const struct fl__shm *r);
 /* Whether the region's boot id is id; had receives it, NUL-terminated
  * (for messages).  fl__same_boot() with id read from this boot. */
-bool fl__region_boot_is(const fl_region *r, const char id[FL__BOOT_ID_SIZE],
+bool fl__region_boot_is(const struct fl__shm *r, const char id[FL__BOOT_ID_SIZE],
                         char had[FL__BOOT_ID_SIZE]);
 /* Test hook: substitute the handle's clock. */
-void fl__region_set_clock(fl_region *r, fl__clock_fn fn, void *ctx);
+void fl__region_set_clock(struct fl__shm *r, fl__clock_fn fn, void *ctx);
 
 /* ---- paths.c ---- */
-/* True if region_path, or else $FENCELOCK_REGION, names the region. */
-bool fl__path_is_named(const char *region_path);
 /* Check the region's directory (paths.c); *owner gets its owner, or
  * (uid_t)-1 if it cannot be looked at.  0 or -EPERM with the reason. */
 int fl__check_region_dir(const char *region_path, bool named, uid_t *owner);
@@ -260,9 +186,9 @@ int fl__check_region_file(const char *path, const struct stat *st, uid_t dir_own
 /* ---- unreg.c ---- */
 /* Note in the region's header that this handle runs unregistered, and why
  * (err: the registration's negative error).  Best effort, display only. */
-void fl__unreg_note(fl_region *r, int err);
+void fl__unreg_note(struct fl__shm *r, int err);
 /* Clear the entry fl__unreg_note wrote, if it is still ours (fl_close). */
-void fl__unreg_clear(fl_region *r);
+void fl__unreg_clear(struct fl__shm *r);
 
 /* ---- keys.c ---- */
 struct fl__keytab {
@@ -275,8 +201,8 @@ struct fl__keytab {
     _Atomic uint32_t *next;       /* entries handed out */
     _Atomic uint32_t *spare;      /* process-local spare entry (index + 1) */
 };
-void fl__keytab_locks(fl_region *r, struct fl__keytab *t);
-void fl__keytab_records(fl_region *r, struct fl__keytab *t);
+void fl__keytab_locks(struct fl__shm *r, struct fl__keytab *t);
+void fl__keytab_records(struct fl__shm *r, struct fl__keytab *t);
 /* Validate a key argument; returns its length or a negative error. */
 int fl__key_check(const char *key);
 /* Find key: 0 and *idx, -ENOENT, or -EPROTO for a corrupt index. */
@@ -287,7 +213,7 @@ int fl__key_find_or_create(const struct fl__keytab *t, const char *key, size_t l
 /* fl__key_check, then fl__key_find_or_create in the lock table: the lookup
  * of fl_acquire and fl_key_resolve in one call.  0 and *idx, or the errors of
  * both (-EINVAL, -ENOSPC, -EPROTO). */
-int fl__lock_find_or_create(fl_region *r, const char *key, uint32_t *idx);
+int fl__lock_find_or_create(struct fl__shm *r, const char *key, uint32_t *idx);
 /* Copy entry idx's key (NUL-terminated, clamped) into out[FL_KEY_MAX + 1] and
  * tell whether it is published in the index: 0, or -ENOENT. */
 int fl__key_published(const struct fl__keytab *t, uint32_t idx, char out[FL_KEY_MAX + 1]);
@@ -295,11 +221,11 @@ int fl__key_published(const struct fl__keytab *t, uint32_t idx, char out[FL_KEY_
 uint32_t fl__keytab_used(const struct fl__keytab *t);
 
 /* ---- slot.c (fl__slots_wake_sleepers: supervise.h) ---- */
-static inline struct fl__slot *fl__slot_at(const fl_region *r, uint32_t i) { return &r->slots[i]; }
+static inline struct fl__slot *fl__slot_at(const struct fl__shm *r, uint32_t i) { return &r->slots[i]; }
 /* Lock slots handed out so far, clamped to the capacity: a slot a lease or
  * key handle names must be below it.  fl__keytab_used() of the lock table,
  * without building the table (release and renew check it every time). */
-static inline uint32_t fl__locks_used(const fl_region *r)
+static inline uint32_t fl__locks_used(const struct fl__shm *r)
 {
     /* relaxed: a count for bounds, not a publication (keys.c) */
     uint32_t n = atomic_load_explicit(&r->hdr->next_lock, memory_order_relaxed);
@@ -319,41 +245,24 @@ static inline uint32_t fl__locks_used(const fl_region *r)
  * the lock free or taken over and leaves it.  Neither can free another
  * client's locks: the supervisor hands the index out again only after its
  * own reap returned, and by then the handle is closed. */
-uint32_t fl__slots_reap_client(fl_region *r, uint32_t client, fl__freed_fn fn, void *ctx);
+uint32_t fl__slots_reap_client(struct fl__shm *r, uint32_t client, fl__freed_fn fn, void *ctx);
 /* Void every held lease (a new boot) and zero the waiter counts.  Only
  * fl__sup_adopt_boot (supervise.c) calls it, in the supervisor's START:
  * no process of this boot can have opened the region yet. */
-uint32_t fl__slots_void_all(fl_region *r, fl__freed_fn fn, void *ctx);
+uint32_t fl__slots_void_all(struct fl__shm *r, fl__freed_fn fn, void *ctx);
 /* The newest token slot i has handed out. */
-uint64_t fl__slot_token(const fl_region *r, uint32_t i);
-
-/* ---- wait.c ---- */
-/* Sleep while *word == expected, until the absolute CLOCK_MONOTONIC time
- * deadline_ns (0: no deadline).  Returns 0 when woken or when the value had
- * changed, -ETIMEDOUT, or -EINTR. */
-int fl__futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns);
-/* Wake at most count sleepers of word (FUTEX_WAKE). */
-void fl__futex_wake(_Atomic uint32_t *word, int count);
-void fl__futex_wake_all(_Atomic uint32_t *word);
-/* Sleep while *w0 == v0 and *w1 == v1 (futex_waitv, Linux 5.16), until
- * deadline_ns as fl__futex_wait.  0 when woken through either word or when
- * one had changed, -ETIMEDOUT, -EINTR, or -ENOSYS (no futex_waitv here:
- * the caller sleeps on w0 alone; fl__futex_waitv_available() says so from
- * then on). */
-int fl__futex_wait2(_Atomic uint32_t *w0, uint32_t v0, _Atomic uint32_t *w1, uint32_t v1,
-                    uint64_t deadline_ns);
-bool fl__futex_waitv_available(void);
+uint64_t fl__slot_token(const struct fl__shm *r, uint32_t i);
 
 /* ---- life.c ---- */
 /* Give a registered handle its life word: its entry's robust mutex, held
  * by a thread of its own until fl__life_stop.  Best effort: on any failure
  * the handle works without one (death detection by fencelockd or lease). */
-void fl__life_start(fl_region *r);
+void fl__life_start(struct fl__shm *r);
 /* fl_close: give the life word up and end the thread (after the handle's
  * own locks are freed).  In a forked child (inherited handle) use
  * fl__life_forget: the thread is the parent's. */
-void fl__life_stop(fl_region *r);
-void fl__life_forget(fl_region *r);
+void fl__life_stop(struct fl__shm *r);
+void fl__life_forget(struct fl__shm *r);
 /* A waiter's view of a holder's life word (slot.c WAITING). */
 struct fl__life_watch {
     _Atomic uint32_t *word; /* the futex word to sleep on beside the key's */
@@ -363,7 +272,7 @@ enum { FL__LIFE_NONE, FL__LIFE_ALIVE, FL__LIFE_DEAD };
 /* Look at the life word of client entry `owner` (the holder of a pair just
  * read): FL__LIFE_DEAD, FL__LIFE_ALIVE with *w set up to sleep on, or
  * FL__LIFE_NONE (no usable life word: sleep on the key's word only). */
-int fl__life_watch(fl_region *r, uint32_t owner, struct fl__life_watch *w);
+int fl__life_watch(struct fl__shm *r, uint32_t owner, struct fl__life_watch *w);
 /* After a sleep on w: true if the holder has died since, in which case the
  * news was passed on to every other sleeper of that word. */
 bool fl__life_after_sleep(const struct fl__life_watch *w);
@@ -377,7 +286,7 @@ int fl__life_confirm(void);
  * -ENOENT when none listens (the caller opens unregistered); -ENXIO; -EUSERS
  * (its client table is full, or it is out of file descriptors: fl_last_error()
  * says which). */
-int fl__client_register(fl_region *r);
+int fl__client_register(struct fl__shm *r);
 /* Tell the supervisor that this handle closes cleanly, so that it logs the
  * client as "closed", not "died".  Call it in fl_close after the handle's
  * own locks are freed and before the socket is shut down, from the process
@@ -385,12 +294,9 @@ int fl__client_register(fl_region *r);
  * handle: the goodbye would end the parent's registration).  Sends at most
  * once per handle; a no-op for an unregistered handle or a supervisor that
  * does not take goodbyes.  Never blocks. */
-void fl__client_goodbye(fl_region *r);
+void fl__client_goodbye(struct fl__shm *r);
 /* The registration protocol: proto.h; fl__socket_path: supervise.h. */
 
-/* ---- keepalive.c ---- */
-/* Stop the handle's keepalive thread (fl_close). */
-void fl__keepalive_shutdown(fl_region *r);
 
 _Static_assert(FL__OP_COMMIT == FL_OP_COMMIT && FL__OP_STRICT_COMMIT == FL_OP_STRICT_COMMIT &&
                    FL__OP_RENEW == FL_OP_RENEW && FL__OP_RELEASE == FL_OP_RELEASE,
@@ -404,25 +310,25 @@ _Static_assert(FL__BOOT_ID_SIZE == FL_BOOT_ID_SIZE,
 /* ---- events.c (struct fl__event_data, the drain: supervise.h) ---- */
 /* Post an event for the supervisor; drops it (counted) when the ring is
  * full.  Any client; never waits. */
-void fl__event_post(fl_region *r, const struct fl__event_data *d);
+void fl__event_post(struct fl__shm *r, const struct fl__event_data *d);
 
 /* ---- record.c ---- */
 /* Release staging buffers of a dead client and publish those its commit had
  * made current.  Returns how many it touched.  Only fl__sup_client_reap
  * (supervise.c) calls it, for a client that is gone: a staging buffer can
  * become current only through its owner, so a live owner's are left alone. */
-uint32_t fl__buffers_reap_client(fl_region *r, uint32_t client);
+uint32_t fl__buffers_reap_client(struct fl__shm *r, uint32_t client);
 /* The same for every owner: a new boot, where every writer is gone.  Only
  * fl__sup_adopt_boot (supervise.c) calls it, before the region is ready. */
-uint32_t fl__buffers_reap_all(fl_region *r);
+uint32_t fl__buffers_reap_all(struct fl__shm *r);
 /* Check every record's current value against its buffer (record.c, THE
  * BUFFER SUM); mark those that fail FL__CUR_UNVOUCHED.  Returns how many are
  * unvouched (newly or already).  Only fl__sup_vouch_records (supervise.c)
  * calls it, before the region is readied. */
-uint32_t fl__records_vouch(fl_region *r, fl__unvouched_fn fn, void *ctx);
-static inline struct fl__buffer *fl__buffer_at(const fl_region *r, uint32_t i)
+uint32_t fl__records_vouch(struct fl__shm *r, fl__unvouched_fn fn, void *ctx);
+static inline struct fl__buffer *fl__buffer_at(const struct fl__shm *r, uint32_t i)
 {
     return (struct fl__buffer *)(void *)(r->buffers + (size_t)i * r->buffer_stride);
 }
 
-#endif /* FL_INTERNAL_H */
+#endif /* FL_SHM_H */

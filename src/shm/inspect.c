@@ -15,13 +15,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "shm.h"
 
-int fl__shm_region_info_get(fl_region *r, fl_region_info *info)
+int fl__shm_region_info_get(fl_region *h, fl_region_info *info)
 {
+    struct fl__shm *r = fl__shm_of(h);
     if (!r || !info)
         return fl__fail(-EINVAL, "fl_region_info_get: NULL argument");
-    int err = fl__handle_check(r, "fl_region_info_get");
+    int err = fl__handle_check(&r->h, "fl_region_info_get");
     if (err)
         return err;
     memset(info, 0, sizeof *info);
@@ -61,11 +62,12 @@ int fl__shm_region_info_get(fl_region *r, fl_region_info *info)
     return 0;
 }
 
-int fl__shm_client_info_get(fl_region *r, uint32_t index, fl_client_info *info)
+int fl__shm_client_info_get(fl_region *h, uint32_t index, fl_client_info *info)
 {
+    struct fl__shm *r = fl__shm_of(h);
     if (!r || !info)
         return fl__fail(-EINVAL, "fl_client_info_get: NULL argument");
-    int err = fl__handle_check(r, "fl_client_info_get");
+    int err = fl__handle_check(&r->h, "fl_client_info_get");
     if (err)
         return err;
     if (index == 0 || index >= r->client_capacity)

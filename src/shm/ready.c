@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "shm.h"
 
 /*
  * WHO SERVES THE REGION.  The supervisor holds an exclusive open-file-
@@ -37,7 +37,7 @@ static struct flock fl__whole_file(short type)
     return l;
 }
 
-int fl__region_lock_serve(fl_region *r)
+int fl__region_lock_serve(struct fl__shm *r)
 {
     struct flock l = fl__whole_file(F_WRLCK);
     if (fcntl(r->fd, F_OFD_SETLK, &l) == 0)
@@ -45,7 +45,7 @@ int fl__region_lock_serve(fl_region *r)
     return errno == EAGAIN || errno == EACCES ? -EBUSY : fl__neg_errno();
 }
 
-bool fl__region_served(const fl_region *r)
+bool fl__region_served(const struct fl__shm *r)
 {
     char self[64];
     snprintf(self, sizeof self, "/proc/self/fd/%d", r->fd);
@@ -82,7 +82,7 @@ bool fl__region_served(const fl_region *r)
  * visible to this thread, and through the caller's own synchronization to
  * every thread that gets the handle.
  */
-int fl__await_ready(fl_region *r)
+int fl__await_ready(struct fl__shm *r)
 {
     char boot[FL__BOOT_ID_SIZE];
     int err = fl__read_boot_id(boot);
@@ -90,7 +90,7 @@ int fl__await_ready(fl_region *r)
         return fl__fail(-EIO,
                         "region %s: cannot read this boot's id (%s): whether its leases are "
                         "still valid cannot be known, so it is not opened",
-                        r->path, strerror(-err));
+                        r->h.path, strerror(-err));
     uint64_t want = fl__boot_tag(boot);
     uint64_t give_up = fl__monotonic_ns(NULL) + FL__READY_WAIT_NS;
     for (;;) {
@@ -114,11 +114,11 @@ int fl__await_ready(fl_region *r)
                 return fl__fail(-EAGAIN,
                                 "region %s: written during an earlier boot; start fencelockd "
                                 "to adopt it (it voids the old leases)",
-                                r->path);
+                                r->h.path);
             return fl__fail(-EAGAIN,
                             "region %s: not ready: no fencelockd has made this boot's token "
                             "epoch durable for it yet (%s)",
-                            r->path,
+                            r->h.path,
                             fl__region_served(r) ? "fencelockd is still starting"
                                                  : "start fencelockd; if it failed to start, "
                                                    "its log says why");
@@ -129,7 +129,7 @@ int fl__await_ready(fl_region *r)
     }
 }
 
-void fl__region_set_ready(fl_region *r, uint64_t boot_tag)
+void fl__region_set_ready(struct fl__shm *r, uint64_t boot_tag)
 {
     if (!boot_tag) {
         /* seq_cst: a plain store would do (a client that still sees the
@@ -150,7 +150,7 @@ int fl__test_region_create_ready(const char *path, const struct fl__params *p)
     int err = fl__region_create(path, p);
     if (err)
         return err;
-    fl_region *r = NULL;
+    struct fl__shm *r = NULL;
     err = fl__region_map(path, false, &r);
     if (err)
         return err;

@@ -9,7 +9,7 @@
  */
 #include <string.h>
 
-#include "internal.h"
+#include "shm.h"
 
 int fl__hello_parse(const void *buf, size_t n, struct fl__hello *out, char *why, size_t whycap)
 {

@@ -126,7 +126,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "shm.h"
 
 #if defined(__GLIBC__) && (defined(__x86_64__) || defined(__aarch64__))
 /* glibc's pthread_mutex_t: __data.__lock, the futex word, comes first. */
@@ -209,10 +209,10 @@ static void fl__life_end(struct fl__life *lf)
 }
 #endif
 
-void fl__life_start(fl_region *r)
+void fl__life_start(struct fl__shm *r)
 {
 #if FL__LIFE_SUPPORTED
-    if (r->readonly || r->client == 0 || r->client >= r->client_capacity || r->life)
+    if (r->h.readonly || r->client == 0 || r->client >= r->client_capacity || r->life)
         return;
     struct fl__client *e = &r->clients[r->client];
     /* Before anything else, and before our first acquisition (whose CAS is
@@ -277,7 +277,7 @@ void fl__life_start(fl_region *r)
 #endif
 }
 
-void fl__life_stop(fl_region *r)
+void fl__life_stop(struct fl__shm *r)
 {
 #if FL__LIFE_SUPPORTED
     struct fl__life *lf = r->life;
@@ -294,14 +294,14 @@ void fl__life_stop(fl_region *r)
 #endif
 }
 
-void fl__life_forget(fl_region *r)
+void fl__life_forget(struct fl__shm *r)
 {
     /* a forked child: the thread and its word are the parent's */
     free(r->life);
     r->life = NULL;
 }
 
-int fl__life_watch(fl_region *r, uint32_t owner, struct fl__life_watch *w)
+int fl__life_watch(struct fl__shm *r, uint32_t owner, struct fl__life_watch *w)
 {
     if (!FL__LIFE_SUPPORTED || owner == 0 || owner >= r->client_capacity)
         return FL__LIFE_NONE;
