@@ -894,7 +894,7 @@ static void test_help(void **state)
     assert_int_equal(b.status, 0);
     assert_string_equal(a.out, b.out);
     assert_string_equal(a.err, "");
-    const char *needles[] = {"Usage: fencelock run", "KEY [--] COMMAND", "--lease DURATION",
+    const char *needles[] = {"Usage:\n  fencelock run", "KEY [--] COMMAND", "--lease DURATION",
                              "--wait DURATION", "--no-wait", "--kill-after DURATION",
                              "--region PATH", "FENCELOCK_TOKEN", "FENCELOCK_KEY",
                              "FENCELOCK_REGION", "default 30s", "at least 250ms", "default 5s",

@@ -8,9 +8,9 @@
 #include "cli.h"
 
 /* Exit statuses of `fencelock run` besides the command's own, documented in
- * run_usage and docs/write-paths.md; scripts depend on them.  2 and 3 are
- * the tool's common statuses (CLI_EXIT_USAGE, CLI_EXIT_REGION); the others
- * stay out of the range that commands commonly use. */
+ * run_usage, fencelock(1) and docs/write-paths.md; scripts depend on them.
+ * 2 and 3 are the tool's common statuses (CLI_EXIT_USAGE, CLI_EXIT_REGION);
+ * the others stay out of the range that commands commonly use. */
 enum {
     RUN_EXIT_NOT_ACQUIRED = 75, /* EX_TEMPFAIL: the key stayed held (--wait, --no-wait) */
     RUN_EXIT_LEASE_LOST = 76,   /* the lease was lost while the command ran */
