@@ -18,8 +18,8 @@
  * key over and gets a greater token.  A holder that was paused past its
  * deadline (SIGSTOP, GC, swap) can still run code when it wakes up, so the
  * lock alone cannot protect a resource: the resource must compare tokens.
- * fl_commit() is that comparison for records kept in the region (I2), and the
- * README shows it for SQL databases and files.  A -ESTALE result means
+ * fl_commit() is that comparison for records kept in the region (I2), and
+ * docs/write-paths.md shows it for SQL databases and files.  A -ESTALE result means
  * "ownership lost": stop, never retry with the same token.
  *
  * CONVENTIONS
@@ -132,30 +132,77 @@
  *   and every lock of a holder on a kernel without futex_waitv (Linux
  *   5.16) or a C library other than glibc.  A process that opened the
  *   region while no supervisor ran is unregistered and always falls back
- *   to leases.  A registered handle costs one thread (blocked, signals
- *   blocked, a small stack); a thread that exits while its process lives
- *   is not a death.
- * - A release wakes one waiter, not all.  A woken waiter stopped (SIGSTOP,
- *   a debugger) in the instant between its wake and its look at the lock
- *   holds that wake: the other waiters then sleep on the free lock until
- *   the deadline of the lease they saw, the same bound as a stopped holder
- *   (I4).  One that dies there is covered by fencelockd, which wakes every
- *   sleeper of a key when it reaps a process.
+ *   to leases, and its commit buffer is not reclaimed if it dies in the
+ *   middle of a commit.  A registered handle costs one thread (the life
+ *   thread: asleep until fl_close, signals blocked, a 128 KiB stack
+ *   reserved); a process that dies or calls execve without fl_close is a
+ *   death, a thread that exits while its process lives is not.
+ * - The region's table of unregistered clients (fencelock status) keeps the
+ *   latest 32 and is written by the clients themselves: display only, and a
+ *   member of the region's group can falsify it.
+ * - A commit in flight holds one commit buffer, also while its process is
+ *   stopped: the one thing a client holds beyond its lease.  The buffers
+ *   beyond one per record (fencelockd --spare-buffers, default 64) serve
+ *   commits in flight; when they are exhausted, commits fail with -ENOSPC,
+ *   they never wait.
+ * - A release wakes one waiter, not all (no thundering herd), and only when
+ *   a sleeper asked for a wake since the last one was sent (the slot's
+ *   wake_needed, region format 6): while a woken waiter is on its way to
+ *   the lock, the releases of processes that took the key meanwhile wake
+ *   nobody more.  A woken waiter stopped (SIGSTOP, a debugger) in the
+ *   instant between its wake and its look at the lock holds that wake: the
+ *   other waiters then sleep on the free lock until the deadline of the
+ *   lease they saw, the same bound as a stopped holder (I4).  One that dies
+ *   there is covered by fencelockd, which wakes every sleeper of a key when
+ *   it reaps a process; a wait that ends without the lock (timeout,
+ *   fl_cancel_trigger, also at the look after its wake) passes the wake on.
+ * - A waiter spins once, briefly, before it sleeps: every waiter while
+ *   nobody sleeps on the key, and behind sleepers one waiter per holding,
+ *   only when the holder took the key on another CPU than the waiter's (so
+ *   that a release finds somebody running instead of a sleeper still on
+ *   its way).  Two hints in the lock slot decide it (the CPU of the
+ *   holder's contended acquisition, which holding was last claimed); any
+ *   value in them, stale or foreign, only decides whether one waiter
+ *   spins, and a waiter stopped in its spin holds nothing the others wait
+ *   for.  A spinner that wins takes the key ahead of the sleeper the
+ *   release woke: waiters are served in no promised order.  Spinning costs
+ *   CPU per acquisition when many processes wait on one key (the figures:
+ *   docs/benchmarks.md); processes that share one CPU never spin behind
+ *   sleepers.
  * - A waiter killed by SIGKILL while asleep leaves the key's waiter count
  *   one too high until the next boot: later releases of that key make one
  *   futex system call each (correctness is unaffected).
  * - When clients go away, fencelockd wakes the sleepers of every key that
- *   has any (one of them may have died between its release and its wake);
- *   a sleeper on a key that is still held sleeps again.
+ *   has any (one of them may have died between its release and its wake),
+ *   once per round of its event loop; a sleeper on a key that is still held
+ *   sleeps again.  Many short-lived clients beside many long waits cost
+ *   each waiter up to one wake-up per round in which clients exited.
  * - Regions are for one host.  Never put one on NFS or share it between
- *   machines: the clock and the futexes are per host.
+ *   machines: the clock and the futexes are per host.  x86-64 and aarch64
+ *   only (a lock-free 16-byte compare-and-swap); the aarch64 build is
+ *   tested under qemu, not yet on arm64 hardware.
+ * - The region format is version 6 (2 moved the lock slot's statistics off
+ *   the pair's cache line; 3 added the readiness fields and the buffer
+ *   checksum; 4 doubled the client entry to 128 bytes for the life word; 5
+ *   hashes keys eight bytes at a time, so its key index is not format 4's;
+ *   6 gives each lock slot the wake_needed flag, which a version-5 library
+ *   would not keep, so the two must not share a region; the spin hints came
+ *   later in bytes version 6 already reserved as zero, which a library that
+ *   does not know them never writes: it only never spins behind sleepers).
+ *   A region of an older format is refused with a message naming both
+ *   versions.  A tmpfs region is re-created at the next boot anyway; one on
+ *   disk is replaced by a fresh one that keeps the same state file (its
+ *   epoch puts every new token above the old ones; or read the greatest
+ *   token with the old build's `fencelock status --json` and pass
+ *   fencelockd --min-token); its records do not carry over.
  * - A region on disk survives a host crash as whatever pages reached the
  *   disk.  At its next start fencelockd vouches for every record by its
  *   checksum; a record it cannot vouch for reads as -EBADMSG until it is
  *   committed again (never as bytes no commit wrote).  Which commits since
  *   the last flush survive is not promised.
  * - Every process that can write the region file is trusted: it can forge
- *   tokens or truncate the file (every process mapping it then gets SIGBUS).
+ *   tokens or truncate the file (every process mapping it then gets SIGBUS);
+ *   the whole trust model is in docs/security.md.
  * - Lease deadlines are kept in microseconds of CLOCK_MONOTONIC in 48 bits:
  *   a host up for more than 8.9 years gets -EOVERFLOW from acquire and renew.
  */
@@ -265,7 +312,7 @@ typedef struct fl_lease {
  * region_path or $FENCELOCK_REGION, by any user: naming it trusts its
  * owner), and not be writable by every user unless it has the sticky bit;
  * the file must be owned by the caller, root or the directory's owner.
- * Group-writable directories are accepted (README "Trust model").
+ * Group-writable directories are accepted (docs/security.md).
  *
  * Errors:
  *   -EINVAL     out is NULL
