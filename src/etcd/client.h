@@ -231,10 +231,15 @@ void fl__etcd_reply_free(struct fl__etcd_reply *rp);
                                     grant (a lease nobody uses ends by itself), a
                                     keepalive or a revoke.  Never ambiguous: when no
                                     endpoint answers, -EHOSTUNREACH */
+#define FL__ETCD_GONE 0x40u     /* fl__etcd_request: a refusal with gRPC NotFound (5:
+                                    "requested lease not found") is -ENOENT, with no
+                                    message, for the caller to say what it means */
 
 /* POST req (a JSON object; the reference is kept by the caller) to path
  * ("/v3/kv/txn") of the endpoints in turn, from the preferred one.  See THE
- * ANSWER CLASSES for what it returns. */
+ * ANSWER CLASSES for what it returns.  Without FL__ETCD_KV or FL__ETCD_GUARD
+ * the answer's revision is not checked (epoch.c's reads: the check calls
+ * them).  Most callers want fl__etcd_request, below. */
 int fl__etcd_post(struct fl__etcd_client *c, const char *path, const char *op, json_t *req,
                   unsigned flags, struct fl__etcd_reply *rp);
 
@@ -243,6 +248,15 @@ int fl__etcd_post(struct fl__etcd_client *c, const char *path, const char *op, j
  * "database space exceeded", EMSGSIZE for "request is too large", EACCES
  * for permissions and authentication, EPROTO for anything else. */
 int fl__etcd_refusal(const struct fl__etcd_reply *rp);
+
+/* What almost every request is: fl__etcd_post, a definite refusal mapped by
+ * fl__etcd_refusal (or, with FL__ETCD_GONE, a NotFound as -ENOENT), and,
+ * with succeeded non-NULL, the Txn answer's "succeeded"
+ * (fl__etcd_txn_result).  req is consumed.  0 with rp->body, or the error
+ * with its message set; *rp is to be freed with fl__etcd_reply_free in
+ * every case. */
+int fl__etcd_request(struct fl__etcd_client *c, const char *path, const char *op, json_t *req,
+                     unsigned flags, struct fl__etcd_reply *rp, bool *succeeded);
 
 /* ---- untrusted answers (reply.c) ----
  * Each accessor fails with -EPROTO and a message naming the endpoint, the
@@ -395,9 +409,6 @@ int fl__etcd_epoch_bump(struct fl__etcd_client *c, uint64_t at_least, uint64_t *
  * -ENOTRECOVERABLE unless the epoch was bumped meanwhile. */
 int fl__etcd_history_check(struct fl__etcd_client *c, struct fl__etcd_reply *rp,
                            uint64_t seen_before, bool guard);
-/* fl__etcd_post without the history check (epoch.c's own reads). */
-int fl__etcd_post_nocheck(struct fl__etcd_client *c, const char *path, const char *op,
-                          json_t *req, unsigned flags, struct fl__etcd_reply *rp);
 /* The pool: a curl handle with the client's options (NULL: out of memory),
  * and its return. */
 CURL *fl__etcd_handle_get(struct fl__etcd_client *c);

@@ -525,21 +525,17 @@ static int fl__acquire_txn(struct fl__etcd *e, const struct fl__keys *k, uint64_
         FL__TAKE(), fl__etcd_list(fl__etcd_op_txn(inner), FL__ETCD_END));
 #undef FL__TAKE
     struct fl__etcd_reply rp;
-    int err = fl__etcd_post(&e->c, "/v3/kv/txn", "acquire txn", req,
-                            FL__ETCD_REPEATABLE | FL__ETCD_GUARD, &rp);
-    json_decref(req);
-    if (err == -EREMOTEIO && rp.grpc_code == 5) {
+    bool ok = false;
+    int err = fl__etcd_request(&e->c, "/v3/kv/txn", "acquire txn", req,
+                               FL__ETCD_REPEATABLE | FL__ETCD_GUARD | FL__ETCD_GONE, &rp, &ok);
+    if (err == -ENOENT) {
         err = 1; /* "requested lease not found": our lease ran out first */
         goto out;
     }
-    if (err == -EREMOTEIO)
-        err = fl__etcd_refusal(&rp);
     if (err)
         goto out;
     t->revision = rp.revision;
-    bool ok = false;
-    err = fl__etcd_txn_result(&rp, rp.body, &ok);
-    if (!err && ok) { /* the key's first holding */
+    if (ok) { /* the key's first holding */
         err = fl__acquire_won(&rp, rp.body, epoch, t);
         goto out;
     }
@@ -855,11 +851,8 @@ static int fl__is_holding(struct fl__etcd *e, const struct fl__keys *k, uint64_t
     *ours = false;
     json_t *req = json_pack("{s:o}", "key", fl__etcd_b64(k->lock, k->lock_len));
     struct fl__etcd_reply rp;
-    int err = fl__etcd_post(&e->c, "/v3/kv/range", "range lock", req,
-                            FL__ETCD_IDEMPOTENT | FL__ETCD_KV, &rp);
-    json_decref(req);
-    if (err == -EREMOTEIO)
-        err = fl__etcd_refusal(&rp);
+    int err = fl__etcd_request(&e->c, "/v3/kv/range", "range lock", req,
+                               FL__ETCD_IDEMPOTENT | FL__ETCD_KV, &rp, NULL);
     struct fl__etcd_kv kv;
     int found = err ? err : fl__etcd_range_first(&rp, rp.body, FL__ETCD_LOCK_VALUE_MAX, &kv);
     if (found == 1) {
@@ -968,15 +961,9 @@ static int fl__release_as(struct fl__etcd *e, const char *key, uint64_t token, u
                       fl__etcd_op_put(k.last, k.last_len, mv, (size_t)mvn, 0, false), FL__ETCD_END),
         fl__etcd_list(fl__etcd_op_txn(inner), FL__ETCD_END));
     struct fl__etcd_reply rp;
-    int err = fl__etcd_post(&e->c, "/v3/kv/txn", "release txn", req,
-                            FL__ETCD_REPEATABLE | FL__ETCD_KV, &rp);
-    json_decref(req);
-    if (err == -EREMOTEIO)
-        err = fl__etcd_refusal(&rp);
-    if (err)
-        goto out;
     bool ok = false;
-    err = fl__etcd_txn_result(&rp, rp.body, &ok);
+    int err = fl__etcd_request(&e->c, "/v3/kv/txn", "release txn", req,
+                               FL__ETCD_REPEATABLE | FL__ETCD_KV, &rp, &ok);
     if (err || ok)
         goto out;
     json_t *txn = NULL, *last_range = NULL;
@@ -1145,14 +1132,9 @@ int fl__etcd_renew(struct fl__etcd *e, struct fl__etcd_lease *l, uint64_t lease_
         fl__etcd_list(fl__etcd_op_put_lease(k.lock, k.lock_len, lease2), FL__ETCD_END),
         fl__etcd_list(fl__etcd_op_range(k.lock, k.lock_len), FL__ETCD_END));
     struct fl__etcd_reply rp;
-    err = fl__etcd_post(&e->c, "/v3/kv/txn", "renew txn", req, FL__ETCD_REPEATABLE | FL__ETCD_KV,
-                        &rp);
-    json_decref(req);
-    if (err == -EREMOTEIO)
-        err = fl__etcd_refusal(&rp);
     bool ok = false;
-    if (!err)
-        err = fl__etcd_txn_result(&rp, rp.body, &ok);
+    err = fl__etcd_request(&e->c, "/v3/kv/txn", "renew txn", req,
+                           FL__ETCD_REPEATABLE | FL__ETCD_KV, &rp, &ok);
     if (!err && !ok) {
         /* A repetition after a lost answer finds the key on lease2. */
         json_t *range = NULL;
@@ -1208,11 +1190,8 @@ int fl__etcd_newest(struct fl__etcd *e, const char *key, size_t len, uint64_t *n
     size_t llen = fl__etcd_key(&e->c, "last", key, len, last);
     json_t *req = json_pack("{s:o}", "key", fl__etcd_b64(last, llen));
     struct fl__etcd_reply rp;
-    int err = fl__etcd_post(&e->c, "/v3/kv/range", "range marker", req,
-                            FL__ETCD_IDEMPOTENT | FL__ETCD_KV, &rp);
-    json_decref(req);
-    if (err == -EREMOTEIO)
-        err = fl__etcd_refusal(&rp);
+    int err = fl__etcd_request(&e->c, "/v3/kv/range", "range marker", req,
+                               FL__ETCD_IDEMPOTENT | FL__ETCD_KV, &rp, NULL);
     struct fl__etcd_kv kv;
     int found = err ? err : fl__etcd_range_first(&rp, rp.body, FL__ETCD_MARK_MAX, &kv);
     if (found == 1) {
