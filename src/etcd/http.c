@@ -755,19 +755,3 @@ int fl__etcd_refusal(const struct fl__etcd_reply *rp)
     return fl__etcd_fail(err, "etcd %s %s refused: %s (code %d)", rp->endpoint, rp->op, m,
                          rp->grpc_code);
 }
-
-int fl__etcd_request(struct fl__etcd_client *c, const char *path, const char *op, json_t *req,
-                     unsigned flags, struct fl__etcd_reply *rp, bool *succeeded)
-{
-    if (succeeded)
-        *succeeded = false;
-    int err = fl__etcd_post(c, path, op, req, flags, rp);
-    json_decref(req);
-    if (err == -EREMOTEIO && (flags & FL__ETCD_GONE) && rp->grpc_code == 5)
-        return -ENOENT; /* NotFound: the lease is gone (the caller's to say) */
-    if (err == -EREMOTEIO)
-        err = fl__etcd_refusal(rp);
-    if (!err && succeeded)
-        err = fl__etcd_txn_result(rp, rp->body, succeeded);
-    return err;
-}

@@ -357,7 +357,7 @@ static int fl__is_holding(struct fl__etcd *e, const struct fl__etcd_keys *k, uin
     struct fl__etcd_reply rp;
     int err = fl__etcd_request(&e->c, "/v3/kv/range", "range lock", req,
                                FL__ETCD_IDEMPOTENT | FL__ETCD_KV, &rp, NULL);
-    struct fl__etcd_kv kv;
+    struct fl__etcd_kv kv = {0}; /* clang-analyzer cannot see that err is never above 0 */
     int found = err ? err : fl__etcd_range_first(&rp, rp.body, FL__ETCD_LOCK_VALUE_MAX, &kv);
     if (found == 1) {
         uint64_t holder = 0;
