@@ -893,6 +893,57 @@ typedef struct fl_unregistered_info {
  * -ERANGE past the table; -EINVAL for NULL. */
 FL_API int fl_unregistered_info_get(fl_region *r, uint32_t index, fl_unregistered_info *info);
 
+/* ---- Administration: an etcd region's token epoch ------------------------
+ * For operators and their tools (`fencelock etcd-epoch` calls it), not for
+ * applications.  Tokens on etcd are EPOCH << FL_TOKEN_EPOCH_SHIFT | the key's
+ * etcd revision.  Restoring an etcd snapshot brings the revision back, so
+ * tokens would repeat: after a restore, before any client resumes, bump the
+ * epoch once; clients that ran across the restore refuse to hand out tokens
+ * (-ENOTRECOVERABLE) until it is bumped (docs/etcd.md, "Restoring a
+ * snapshot").  A region file's epoch is fencelockd's: it has none of these. */
+
+#define FL_ETCD_EPOCH_BUMP 0x1u /* set the epoch to max(current + 1, at_least) */
+
+typedef struct fl_etcd_epoch_result {
+    uint64_t before;      /* the epoch found; 0: the prefix has none yet */
+    uint64_t after;       /* with FL_ETCD_EPOCH_BUMP the epoch set, else equal to before */
+    uint32_t asked;       /* 1 once the region string and the files it names were read and
+                             the cluster was asked; a failure with 0 is the region's own (its
+                             string, a file, memory): nothing was sent */
+    uint32_t reserved0;
+    uint64_t reserved[5]; /* zero; later fields come from here (docs/abi.md) */
+} fl_etcd_epoch_result;
+
+/* Read the token epoch of the etcd region `region` (an etcd:// or etcds://
+ * string, as for fl_open), or with FL_ETCD_EPOCH_BUMP set it to one more
+ * than the current one, or to at_least if that is more (0: no floor; use it
+ * when the cluster was restored from the same snapshot before, or bumped
+ * after the snapshot was taken: at_least must exceed every epoch ever used).
+ * An absent epoch reads as 0, and a bump creates it.  Opens no region
+ * handle; needs no supervisor.  *out is zeroed, then filled; before and
+ * after stay 0 on failure.
+ * Errors, with out->asked 0 (nothing was sent):
+ *   -EINVAL   NULL region or out; unknown flags; at_least without
+ *             FL_ETCD_EPOCH_BUMP; a region that is not an etcd URI; a
+ *             malformed URI, an option out of range, a password in the URI,
+ *             a user without a password
+ *   -ENOENT, -EACCES, ...  a file the URI or the environment names (TLS
+ *             files, password file) that cannot be read, with its name
+ *   -EPROTONOSUPPORT  this library was built without etcd support
+ *   -ENOMEM
+ * and with out->asked 1 (the cluster was asked):
+ *   -EHOSTUNREACH  no endpoint answered; nothing was changed
+ *   -EAGAIN   the outcome of the bump is unknown: read the epoch to learn
+ *   -EBUSY    the epoch kept changing while it was bumped
+ *   -EOVERFLOW  the bump would pass FL_EPOCH_MAX
+ *   -EACCES   refused: a certificate that does not verify, a wrong password,
+ *             a user without permission on the prefix
+ *   -ENOSPC, -EMSGSIZE  refused: etcd's space quota, its request size limit
+ *   -EPROTO   an answer etcd does not give, or a refusal of another kind
+ *   -ENOMEM */
+FL_API int fl_etcd_epoch(const char *region, unsigned flags, uint64_t at_least,
+                         fl_etcd_epoch_result *out);
+
 #ifdef __cplusplus
 }
 #endif

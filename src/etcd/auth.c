@@ -48,9 +48,8 @@ static int fl__authenticate_locked(struct fl__etcd_client *c)
 {
     json_t *req = json_pack("{s:s, s:s}", "name", c->uri.user, "password", c->password);
     struct fl__etcd_reply rp;
-    int err = fl__etcd_post_nocheck(c, "/v3/auth/authenticate", "authenticate", req,
-                                    FL__ETCD_IDEMPOTENT | FL__ETCD_NOAUTH | FL__ETCD_SECRET,
-                                    &rp);
+    int err = fl__etcd_post(c, "/v3/auth/authenticate", "authenticate", req,
+                            FL__ETCD_IDEMPOTENT | FL__ETCD_NOAUTH | FL__ETCD_SECRET, &rp);
     json_decref(req);
     if (err == -EREMOTEIO) {
         if (strstr(rp.message, "authentication is not enabled")) {

@@ -41,8 +41,6 @@ int fl__etcd_open(const char *uri, bool readonly, struct fl__etcd **out)
         free(e);
         return err;
     }
-    e->readonly = readonly;
-    e->pid = (uint32_t)getpid();
     /* The host, for `fencelock status` (display only; spaces would break
      * the lock value's fields). */
     if (gethostname(e->host, sizeof e->host) != 0 || !e->host[0])
@@ -123,7 +121,7 @@ static void fl__be_close(fl_region *r)
          * Then what is still held is abandoned, as a death would leave it
          * (its next holder sees FL_LEASE_OWNER_DIED). */
         fl__keepalive_shutdown(r);
-        if (!e->readonly)
+        if (!e->h.readonly)
             fl__etcd_abandon_all(e);
         fl__etcd_revoker_stop(e);
     } else {

@@ -83,8 +83,9 @@ int fl__etcd_epoch_note(struct fl__etcd_client *c, uint64_t epoch)
     return 0;
 }
 
-/* One linearizable read of PREFIX/epoch (no history check: the check calls
- * it).  *epoch 0 when absent; *rev the answer's revision. */
+/* One linearizable read of PREFIX/epoch (no FL__ETCD_KV, so no history
+ * check: the check calls it).  *epoch 0 when absent; *rev the answer's
+ * revision. */
 static int fl__epoch_read(struct fl__etcd_client *c, uint64_t *epoch, uint64_t *mod_rev,
                           uint64_t *rev)
 {
@@ -92,11 +93,8 @@ static int fl__epoch_read(struct fl__etcd_client *c, uint64_t *epoch, uint64_t *
     size_t klen = fl__etcd_key(c, NULL, "epoch", 5, key);
     json_t *req = json_pack("{s:o}", "key", fl__etcd_b64(key, klen));
     struct fl__etcd_reply rp;
-    int err = fl__etcd_post_nocheck(c, "/v3/kv/range", "range epoch", req, FL__ETCD_IDEMPOTENT,
-                                    &rp);
-    json_decref(req);
-    if (err == -EREMOTEIO)
-        err = fl__etcd_refusal(&rp);
+    int err = fl__etcd_request(c, "/v3/kv/range", "range epoch", req, FL__ETCD_IDEMPOTENT, &rp,
+                               NULL);
     *epoch = 0;
     *mod_rev = 0;
     *rev = 0;
@@ -212,14 +210,9 @@ int fl__etcd_epoch_load(struct fl__etcd_client *c, bool create, uint64_t *epoch)
             cmp, fl__etcd_list(fl__etcd_op_put(key, klen, "1", 1, 0, false), FL__ETCD_END),
             fl__etcd_list(fl__etcd_op_range(key, klen), FL__ETCD_END));
         struct fl__etcd_reply rp;
-        err = fl__etcd_post_nocheck(c, "/v3/kv/txn", "txn create epoch", req,
-                                    FL__ETCD_REPEATABLE, &rp);
-        json_decref(req);
-        if (err == -EREMOTEIO)
-            err = fl__etcd_refusal(&rp);
         bool ok = false;
-        if (!err)
-            err = fl__etcd_txn_result(&rp, rp.body, &ok);
+        err = fl__etcd_request(c, "/v3/kv/txn", "txn create epoch", req, FL__ETCD_REPEATABLE, &rp,
+                               &ok);
         if (!err && ok)
             e = 1;
         else if (!err) {
@@ -361,14 +354,8 @@ int fl__etcd_epoch_bump(struct fl__etcd_client *c, uint64_t at_least, uint64_t *
                                                  FL__ETCD_END),
                                    NULL);
         struct fl__etcd_reply rp;
-        err = fl__etcd_post_nocheck(c, "/v3/kv/txn", "txn bump epoch", req, 0,
-                                    &rp);
-        json_decref(req);
-        if (err == -EREMOTEIO)
-            err = fl__etcd_refusal(&rp);
         bool ok = false;
-        if (!err)
-            err = fl__etcd_txn_result(&rp, rp.body, &ok);
+        err = fl__etcd_request(c, "/v3/kv/txn", "txn bump epoch", req, 0, &rp, &ok);
         fl__etcd_reply_free(&rp);
         if (err)
             return err;

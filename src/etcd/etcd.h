@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * etcd.h - the etcd backend's own state and its layers (lock.c, record.c,
- * inspect.c, backend.c), above the client (client.h).  Not installed.
+ * etcd.h - the etcd backend's own state and its layers (keys.c, lease.c,
+ * lock.c, wait.c, record.c, inspect.c, backend.c), above the client
+ * (client.h).  Not installed.
  *
  * LAYOUT.  Under the region URI's PREFIX, four kinds of keys:
  *
@@ -97,8 +98,6 @@ struct fl__etcd_revoker {
 struct fl__etcd {
     struct fl_region h;
     struct fl__etcd_client c;
-    bool readonly;
-    uint32_t pid;
     char host[FL__ETCD_HOSTNAME_MAX + 1];
     /* etcd's minimum lease TTL, learnt from grants it raised (0: not seen).
      * relaxed: a hint that saves a lease move in renew. */
@@ -139,27 +138,76 @@ void fl__etcd_revoker_forget(struct fl__etcd *e);
 int fl__etcd_open(const char *uri, bool readonly, struct fl__etcd **out);
 void fl__etcd_close(struct fl__etcd *e);
 
-/* lock.c */
+/* keys.c: the key table (fl__etcd.lock is taken inside each call). */
+/* fl_key_resolve: the handle's index of key (interned, never removed while
+ * the handle lives), without a request: 0, -EINVAL, -ENOSPC, -ENOMEM. */
+int fl__etcd_resolve(struct fl__etcd *e, const char *key, uint32_t *slot);
+/* The slot of key, created on first use: 0, -ENOSPC, -ENOMEM. */
+int fl__etcd_intern(struct fl__etcd *e, const char *key, size_t len, uint32_t *slot);
+/* The key of slot (copied, NUL-terminated) and the newest token this
+ * handle knows of it: 0 or -EINVAL (no such slot). */
+int fl__etcd_slot_key(struct fl__etcd *e, uint32_t slot, char key[FL_KEY_MAX + 1],
+                      uint64_t *newest);
+/* Raise the handle's knowledge of key's newest token (if it has the key);
+ * the same by slot. */
+void fl__etcd_note_newest(struct fl__etcd *e, const char *key, size_t len, uint64_t token);
+void fl__etcd_note_slot(struct fl__etcd *e, uint32_t slot, uint64_t newest);
+/* The etcd lease of holding token at slot, as this handle knows it (hint
+ * when it knows none: 0, or the lease id the caller's fl_lease carries). */
+uint64_t fl__etcd_held_lease(struct fl__etcd *e, uint32_t slot, uint64_t token, uint64_t hint);
+/* This thread's holding token at slot, on etcd lease `lease`, begins; and
+ * ends (if it is still slot's holding). */
+void fl__etcd_set_held(struct fl__etcd *e, uint32_t slot, uint64_t token, uint64_t lease);
+void fl__etcd_clear_held(struct fl__etcd *e, uint32_t slot, uint64_t token);
+/* An fl_release of holding token at slot had no definite answer (it may
+ * have taken effect: its retry's "R T" is its own); and whether one had. */
+void fl__etcd_note_release_unsure(struct fl__etcd *e, uint32_t slot, uint64_t token);
+bool fl__etcd_release_was_unsure(struct fl__etcd *e, uint32_t slot, uint64_t token);
+/* The etcd keys of a key: PREFIX/lock/KEY, PREFIX/last/KEY, PREFIX/epoch. */
+struct fl__etcd_keys {
+    char lock[FL__ETCD_KEY_MAX], last[FL__ETCD_KEY_MAX], epoch[FL__ETCD_KEY_MAX];
+    size_t lock_len, last_len, epoch_len;
+};
+void fl__etcd_keys_of(const struct fl__etcd *e, const char *key, size_t len,
+                      struct fl__etcd_keys *k);
+
+/* lease.c */
+/* The TTL (s) to ask for a lease of lease_ns: 0 or -EOVERFLOW. */
+int fl__etcd_ttl(struct fl__etcd *e, uint64_t lease_ns, uint64_t *ttl);
+/* Grant a lease for ttl: *id, *granted, and *base the local time taken
+ * before the request left (the deadline's origin). */
+int fl__etcd_lease_grant(struct fl__etcd *e, uint64_t ttl, uint64_t *id, uint64_t *granted,
+                         uint64_t *base);
+/* Best effort: revoke a lease we will not use (0: none), fl_last_error()
+ * left as it was. */
+void fl__etcd_lease_drop(struct fl__etcd *e, uint64_t id);
+
+/* wait.c: fl_acquire (and its _cancelable and _key forms). */
 int fl__etcd_acquire(struct fl__etcd *e, const char *key, uint64_t lease_ns, int64_t timeout_ns,
                      fl_cancel *cancel, struct fl__etcd_lease *out);
+
+/* lock.c */
+/* What one acquire Txn found.  fl__etcd_acquire_txn returns 0 with it, 1
+ * when the lease ran out before the Txn was applied, or an error. */
+struct fl__etcd_try {
+    bool won;
+    uint64_t token;        /* won: ours; else the holder's (0: free) */
+    uint64_t holder_lease; /* !won: the holder's lease */
+    uint32_t flags;        /* won: FL_LEASE_* */
+    uint64_t revision;     /* the answer's revision (watch from the next one) */
+    bool epoch_moved;      /* !won and free: the epoch changed; try again */
+};
+int fl__etcd_acquire_txn(struct fl__etcd *e, const struct fl__etcd_keys *k, uint64_t lease,
+                         struct fl__etcd_try *t);
 int fl__etcd_renew(struct fl__etcd *e, struct fl__etcd_lease *l, uint64_t lease_ns);
 int fl__etcd_release(struct fl__etcd *e, const struct fl__etcd_lease *l);
 int fl__etcd_check(struct fl__etcd *e, const struct fl__etcd_lease *l);
 /* fl_close: release every holding of the handle as abandoned ("D"). */
 void fl__etcd_abandon_all(struct fl__etcd *e);
-/* fl_key_resolve: the handle's index of key (interned, never removed while
- * the handle lives), without a request: 0, -EINVAL, -ENOSPC, -ENOMEM. */
-int fl__etcd_resolve(struct fl__etcd *e, const char *key, uint32_t *slot);
-/* The key of slot (copied, NUL-terminated) and the newest token this
- * handle knows of it: 0 or -EINVAL (no such slot). */
-int fl__etcd_slot_key(struct fl__etcd *e, uint32_t slot, char key[FL_KEY_MAX + 1],
-                      uint64_t *newest);
 /* The newest token key issued, read from its marker (0 never acquired),
  * and the marker's mod_revision. */
 int fl__etcd_newest(struct fl__etcd *e, const char *key, size_t len, uint64_t *newest,
                     uint64_t *mark_rev);
-/* Raise the handle's knowledge of key's newest token (if it has the key). */
-void fl__etcd_note_newest(struct fl__etcd *e, const char *key, size_t len, uint64_t token);
 /* Parse a marker value: 0 with *state ('H', 'R', 'D') and *token (for H,
  * E << 40 | mod_rev), or -EPROTO. */
 int fl__etcd_mark_parse(const struct fl__etcd_reply *rp, const struct fl__etcd_kv *kv,

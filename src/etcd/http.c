@@ -742,12 +742,6 @@ int fl__etcd_post(struct fl__etcd_client *c, const char *path, const char *op, j
     return err;
 }
 
-int fl__etcd_post_nocheck(struct fl__etcd_client *c, const char *path, const char *op,
-                          json_t *req, unsigned flags, struct fl__etcd_reply *rp)
-{
-    return fl__post_raw(c, path, op, req, flags, rp);
-}
-
 int fl__etcd_refusal(const struct fl__etcd_reply *rp)
 {
     const char *m = rp->message;

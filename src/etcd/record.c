@@ -113,7 +113,7 @@ bad:
 static int fl__record_args(struct fl__etcd *e, const char *fn, const char *record,
                            const void *data, size_t len, unsigned flags)
 {
-    if (e->readonly)
+    if (e->h.readonly)
         return fl__fail(-EINVAL, "%s: read-only region handle", fn);
     if (flags & ~FL_COMMIT_STRICT)
         return fl__fail(-EINVAL, "%s: unknown flags 0x%x", fn, flags & ~FL_COMMIT_STRICT);
@@ -180,8 +180,8 @@ static int fl__commit_txn(struct fl__etcd *e, const char *key, size_t klen, uint
             fl__etcd_list(fl__etcd_op_txn(req), FL__ETCD_END), NULL);
     struct fl__etcd_reply rp;
     /* Never repeated (see the top of the file). */
-    int err = fl__etcd_post(&e->c, "/v3/kv/txn", "commit txn", req, FL__ETCD_KV, &rp);
-    json_decref(req);
+    bool ok = false;
+    int err = fl__etcd_request(&e->c, "/v3/kv/txn", "commit txn", req, FL__ETCD_KV, &rp, &ok);
     if (err == -EAGAIN) {
         char why[512];
         snprintf(why, sizeof why, "%s", fl_last_error());
@@ -190,27 +190,20 @@ static int fl__commit_txn(struct fl__etcd *e, const char *key, size_t klen, uint
                                 "newer token is accepted: read it back (fl_read) to learn",
                        why, record);
     }
-    if (err == -EREMOTEIO)
-        err = fl__etcd_refusal(&rp);
     if (err)
         goto out;
     const json_t *txn = rp.body;
-    bool ok = false;
     json_t *sub = NULL;
-    if (mark_rev) {
-        err = fl__etcd_txn_result(&rp, txn, &ok);
-        if (err)
-            goto out;
+    if (mark_rev) { /* the outer Txn (the marker's compare), then the commit's */
         if (!ok) {
             err = 1;
             goto out;
         }
         err = fl__etcd_txn_resp(&rp, txn, 0, "response_txn", &sub);
-        if (err)
-            goto out;
+        if (!err)
+            err = fl__etcd_txn_result(&rp, sub, &ok);
         txn = sub;
     }
-    err = fl__etcd_txn_result(&rp, txn, &ok);
     if (err || ok)
         goto out;
     err = fl__etcd_txn_resp(&rp, txn, 0, "response_txn", &sub);
@@ -333,11 +326,8 @@ int fl__etcd_record_get(struct fl__etcd *e, const char *name, size_t name_len,
     char rec[FL__ETCD_KEY_MAX];
     size_t rec_len = fl__etcd_key(&e->c, "rec", name, name_len, rec);
     json_t *req = json_pack("{s:o}", "key", fl__etcd_b64(rec, rec_len));
-    int err = fl__etcd_post(&e->c, "/v3/kv/range", "range record", req,
-                            FL__ETCD_IDEMPOTENT | FL__ETCD_KV, rp);
-    json_decref(req);
-    if (err == -EREMOTEIO)
-        err = fl__etcd_refusal(rp);
+    int err = fl__etcd_request(&e->c, "/v3/kv/range", "range record", req,
+                               FL__ETCD_IDEMPOTENT | FL__ETCD_KV, rp, NULL);
     int found = err ? err
                     : fl__etcd_range_first(rp, rp->body,
                                            FL__ETCD_RECORD_HDR_MAX + FL__ETCD_RECORD_MAX, kv);

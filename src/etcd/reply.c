@@ -349,10 +349,8 @@ int fl__etcd_grant(struct fl__etcd_client *c, uint64_t ttl, uint64_t *id, uint64
 {
     struct fl__etcd_reply rp;
     json_t *req = json_pack("{s:o}", "TTL", fl__etcd_num(ttl));
-    int err = fl__etcd_post(c, "/v3/lease/grant", "lease grant", req, FL__ETCD_IDEMPOTENT, &rp);
-    json_decref(req);
-    if (err == -EREMOTEIO)
-        err = fl__etcd_refusal(&rp);
+    int err = fl__etcd_request(c, "/v3/lease/grant", "lease grant", req, FL__ETCD_IDEMPOTENT, &rp,
+                               NULL);
     if (!err)
         err = fl__etcd_u64(&rp, rp.body, "ID", id);
     if (!err)
@@ -369,14 +367,10 @@ int fl__etcd_keepalive(struct fl__etcd_client *c, uint64_t id, uint64_t *ttl)
     struct fl__etcd_reply rp;
     *ttl = 0;
     json_t *req = json_pack("{s:o}", "ID", fl__etcd_num(id));
-    int err = fl__etcd_post(c, "/v3/lease/keepalive", "lease keepalive", req,
-                            FL__ETCD_IDEMPOTENT, &rp);
-    json_decref(req);
-    if (err == -EREMOTEIO) {
-        if (rp.grpc_code == 5) /* NotFound: the lease is gone */
-            return 0;
-        err = fl__etcd_refusal(&rp);
-    }
+    int err = fl__etcd_request(c, "/v3/lease/keepalive", "lease keepalive", req,
+                               FL__ETCD_IDEMPOTENT | FL__ETCD_GONE, &rp, NULL);
+    if (err == -ENOENT) /* NotFound: the lease is gone */
+        return 0;
     json_t *result = NULL;
     if (!err)
         err = fl__etcd_obj(&rp, rp.body, "result", &result);
@@ -400,12 +394,10 @@ int fl__etcd_revoke(struct fl__etcd_client *c, uint64_t id)
 {
     struct fl__etcd_reply rp;
     json_t *req = json_pack("{s:o}", "ID", fl__etcd_num(id));
-    int err = fl__etcd_post(c, "/v3/lease/revoke", "lease revoke", req, FL__ETCD_IDEMPOTENT, &rp);
-    json_decref(req);
-    if (err == -EREMOTEIO && rp.grpc_code == 5)
+    int err = fl__etcd_request(c, "/v3/lease/revoke", "lease revoke", req,
+                               FL__ETCD_IDEMPOTENT | FL__ETCD_GONE, &rp, NULL);
+    if (err == -ENOENT)
         err = 0; /* gone already */
-    else if (err == -EREMOTEIO)
-        err = fl__etcd_refusal(&rp);
     fl__etcd_reply_free(&rp);
     return err;
 }
@@ -416,13 +408,10 @@ int fl__etcd_timetolive(struct fl__etcd_client *c, uint64_t id, int64_t *left, u
     *left = 0;
     *granted = 0;
     json_t *req = json_pack("{s:o}", "ID", fl__etcd_num(id));
-    int err = fl__etcd_post(c, "/v3/lease/timetolive", "lease timetolive", req,
-                            FL__ETCD_IDEMPOTENT, &rp);
-    json_decref(req);
-    if (err == -EREMOTEIO && rp.grpc_code == 5)
+    int err = fl__etcd_request(c, "/v3/lease/timetolive", "lease timetolive", req,
+                               FL__ETCD_IDEMPOTENT | FL__ETCD_GONE, &rp, NULL);
+    if (err == -ENOENT)
         err = 0;
-    else if (err == -EREMOTEIO)
-        err = fl__etcd_refusal(&rp);
     if (!err && rp.body) {
         /* TTL is -1 for an expired lease: a JSON integer or "-1" */
         json_t *t = json_object_get(rp.body, "TTL");
@@ -474,11 +463,8 @@ int fl__etcd_range_page(struct fl__etcd_client *c, const char *kind, const void 
                             "range_end", fl__etcd_b64(end, klen), "limit", fl__etcd_num(max),
                             "keys_only", value_max == 0);
     struct fl__etcd_reply rp;
-    int err = fl__etcd_post(c, "/v3/kv/range", "range", req, FL__ETCD_IDEMPOTENT | FL__ETCD_KV,
-                            &rp);
-    json_decref(req);
-    if (err == -EREMOTEIO)
-        err = fl__etcd_refusal(&rp);
+    int err = fl__etcd_request(c, "/v3/kv/range", "range", req, FL__ETCD_IDEMPOTENT | FL__ETCD_KV,
+                               &rp, NULL);
     if (!err && more)
         err = fl__etcd_bool(&rp, rp.body, "more", more);
     json_t *arr = NULL;

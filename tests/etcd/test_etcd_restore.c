@@ -16,6 +16,9 @@
  *     refused (-ESTALE) by a record the new epoch has committed to.
  *   - --at-least sets a chosen epoch (a second restore from the same
  *     snapshot).
+ *   - fl_etcd_epoch(), what the command calls, reads and bumps the epoch and
+ *     says whether the cluster was asked (asked: a bad file is 0, a cluster
+ *     that does not answer is 1).
  *
  * I1 (tokens never go backwards), I2, I13.
  */
@@ -144,10 +147,57 @@ static void test_restore_then_bump(void **state)
     ec_stop_all(&c);
 }
 
+/* I1 I13: the admin entry point itself. */
+static void test_epoch_entry_point(void **state)
+{
+    (void)state;
+    ec_cluster c;
+    ec_start(&c, 1);
+    char uri[1024];
+    ec_uri(&c, 0, "entry", uri, sizeof uri);
+    fl_etcd_epoch_result res;
+    assert_int_equal(fl_etcd_epoch(uri, 0, 0, &res), 0);
+    assert_int_equal(res.asked, 1);
+    assert_int_equal(res.before, 0); /* none yet, and a read creates none */
+    assert_int_equal(res.after, 0);
+    assert_int_equal(fl_etcd_epoch(uri, FL_ETCD_EPOCH_BUMP, 0, &res), 0);
+    assert_int_equal(res.before, 0);
+    assert_int_equal(res.after, 1);
+    assert_int_equal(fl_etcd_epoch(uri, FL_ETCD_EPOCH_BUMP, 7, &res), 0);
+    assert_int_equal(res.before, 1);
+    assert_int_equal(res.after, 7);
+    assert_int_equal(fl_etcd_epoch(uri, FL_ETCD_EPOCH_BUMP, 0, &res), 0);
+    assert_int_equal(res.after, 8);
+    for (size_t i = 0; i < sizeof res.reserved / sizeof res.reserved[0]; i++)
+        assert_int_equal(res.reserved[i], 0);
+    fl_region *h = NULL;
+    assert_int_equal(fl_open(uri, &h), 0);
+    fl_lease l;
+    assert_int_equal(fl_acquire(h, "k", S(10), 0, &l), 0);
+    assert_int_equal(l.token >> 40, 8);
+    assert_int_equal(fl_release(h, &l), 0);
+    fl_close(h);
+    /* A file the URI names that cannot be read: the region's, nothing sent. */
+    char bad[1200];
+    snprintf(bad, sizeof bad, "etcds://%s:%d/entry?cacert=/nonexistent/ca.pem", c.m[0].host,
+             c.m[0].client_port);
+    assert_true(fl_etcd_epoch(bad, 0, 0, &res) < 0);
+    assert_int_equal(res.asked, 0);
+    /* No endpoint answers: the cluster's failure. */
+    ec_stop_all(&c);
+    assert_int_equal(setenv("FENCELOCK_ETCD_TIMEOUT_MS", "300", 1), 0);
+    assert_int_equal(fl_etcd_epoch(uri, FL_ETCD_EPOCH_BUMP, 0, &res), -EHOSTUNREACH);
+    assert_int_equal(res.asked, 1);
+    assert_int_equal(res.before, 0);
+    assert_int_equal(res.after, 0);
+    assert_int_equal(unsetenv("FENCELOCK_ETCD_TIMEOUT_MS"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_restore_then_bump),
+        cmocka_unit_test(test_epoch_entry_point),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

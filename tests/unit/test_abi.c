@@ -9,7 +9,9 @@
  *   meaning (0: unknown) without breaking callers compiled against this one.
  * - a region string with a scheme this build does not serve is refused with
  *   -EPROTONOSUPPORT and a message naming it, through fl_open, fl_open_readonly
- *   and $FENCELOCK_REGION alike (docs/backends.md), never taken for a path.
+ *   and $FENCELOCK_REGION alike (docs/backends.md), never taken for a path;
+ * - fl_etcd_epoch zeroes its result (reserved tail included) and refuses
+ *   what is not an etcd region before it asks anything (asked 0).
  * No invariant of docs/invariants.md applies; this guards the header's
  * promise to programs built against another version of the library.
  */
@@ -119,12 +121,38 @@ static void test_unknown_scheme(void **state)
     assert_int_equal(unsetenv(FL_REGION_ENV), 0);
 }
 
+/* The admin entry point's result is zeroed like an *_info structure, and a
+ * region that is no etcd URI is refused before any request: -EINVAL, or
+ * -EPROTONOSUPPORT in a build without etcd. */
+static void test_etcd_epoch_refusals(void **state)
+{
+    (void)state;
+    fl_etcd_epoch_result res;
+    memset(&res, 0xa5, sizeof res);
+    int err = fl_etcd_epoch("/dev/shm/no-such-fencelock-region", 0, 0, &res);
+    assert_true(err == -EINVAL || err == -EPROTONOSUPPORT);
+    assert_true(err == -EPROTONOSUPPORT || strstr(fl_last_error(), "is not an etcd region"));
+    assert_int_equal(res.before, 0);
+    assert_int_equal(res.after, 0);
+    assert_int_equal(res.asked, 0);
+    assert_int_equal(res.reserved0, 0);
+    for (size_t i = 0; i < sizeof res.reserved / sizeof res.reserved[0]; i++)
+        assert_int_equal(res.reserved[i], 0);
+    assert_int_equal(fl_etcd_epoch(NULL, 0, 0, &res), -EINVAL);
+    assert_int_equal(fl_etcd_epoch("etcd://127.0.0.1:1/p", 0, 0, NULL), -EINVAL);
+    assert_int_equal(fl_etcd_epoch("etcd://127.0.0.1:1/p", 0x2, 0, &res), -EINVAL);
+    assert_int_equal(fl_etcd_epoch("etcd://127.0.0.1:1/p", 0, 5, &res), -EINVAL);
+    assert_non_null(strstr(fl_last_error(), "at_least goes with FL_ETCD_EPOCH_BUMP"));
+    assert_int_equal(res.asked, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_info_reserved_zeroed),
         cmocka_unit_test(test_unknown_scheme),
+        cmocka_unit_test(test_etcd_epoch_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,10 +5,9 @@
  *
  * Tokens on etcd are epoch << 40 | revision.  A snapshot restore brings the
  * revision back; the operator bumps the epoch before clients resume, so that
- * every later token exceeds every earlier one.  This is the one place the
- * tool talks to etcd itself: it links the library's etcd client
- * (src/etcd/client.h) instead of adding an administrative function to the
- * public API, and reports that client's messages as its own.
+ * every later token exceeds every earlier one.  The library does the work:
+ * fl_etcd_epoch() (fencelock.h, the operator's entry point), whose
+ * fl_last_error() this prints.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -18,15 +17,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cli.h"
 #include "fencelock.h"
-
-#ifdef FL_HAVE_ETCD
-#include "../shown.h" /* src/shown.h, beside the etcd client's directory */
-#include "client.h"
-#endif
 
 const char etcd_epoch_usage[] =
     "Usage: fencelock etcd-epoch [OPTIONS]\n"
@@ -68,19 +61,6 @@ const char etcd_epoch_usage[] =
     "  2  bad usage: unknown option, extra argument, a bad N\n"
     "  3  the region is not an etcd URI, is malformed, names a file that\n"
     "     cannot be read, or this fencelock was built without etcd support\n";
-
-#ifdef FL_HAVE_ETCD
-static char etcd_why[1024];
-
-/* The client's messages (client.h): kept for the one line we print. */
-void fl__etcd_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(etcd_why, sizeof etcd_why, fmt, ap);
-    va_end(ap);
-}
-#endif
 
 __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
 {
@@ -143,46 +123,19 @@ int etcd_epoch_main(int argc, char **argv)
     if (!region || !*region)
         return usage_error("no region: give --region etcd://HOST:PORT/PREFIX or set %s",
                            FL_REGION_ENV);
-#ifdef FL_HAVE_ETCD
-    if (!fl__etcd_is_uri(region)) {
-        char shown[FL__ETCD_URI_MAX];
-        fl__region_shown(region, shown, sizeof shown);
-        fprintf(stderr, "fencelock etcd-epoch: '%s' is not an etcd region (etcd:// or "
-                        "etcds://): a region file's epoch is fencelockd's\n",
-                shown);
-        return CLI_EXIT_REGION;
-    }
-    struct fl__etcd_client *client = calloc(1, sizeof *client);
-    if (!client) {
-        fputs("fencelock etcd-epoch: out of memory\n", stderr);
-        return CLI_EXIT_RUNTIME;
-    }
-    int err = fl__etcd_client_init(client, region);
-    if (err) {
-        fprintf(stderr, "fencelock etcd-epoch: %s\n", etcd_why);
-        free(client);
+    fl_etcd_epoch_result res;
+    int err = fl_etcd_epoch(region, bump ? FL_ETCD_EPOCH_BUMP : 0, at_least, &res);
+    if (err && !res.asked) { /* the region's own: its string, a file, no etcd support */
+        fprintf(stderr, "fencelock etcd-epoch: %s\n", fl_last_error());
         return err == -ENOMEM ? CLI_EXIT_RUNTIME : CLI_EXIT_REGION;
     }
-    uint64_t before = 0, after = 0;
-    if (bump)
-        err = fl__etcd_epoch_bump(client, at_least, &before, &after);
-    else
-        err = fl__etcd_epoch_load(client, false, &before);
-    fl__etcd_client_destroy(client);
-    free(client);
     if (err) {
-        fprintf(stderr, "fencelock etcd-epoch: %s (%s)\n", etcd_why, fl_err_name(err));
+        fprintf(stderr, "fencelock etcd-epoch: %s (%s)\n", fl_last_error(), fl_err_name(err));
         return CLI_EXIT_RUNTIME;
     }
     if (bump)
-        printf("epoch %" PRIu64 " -> %" PRIu64 "\n", before, after);
+        printf("epoch %" PRIu64 " -> %" PRIu64 "\n", res.before, res.after);
     else
-        printf("epoch %" PRIu64 "\n", before);
+        printf("epoch %" PRIu64 "\n", res.before);
     return cli_finish_stdout();
-#else
-    (void)at_least;
-    fprintf(stderr, "fencelock etcd-epoch: this fencelock was built without etcd support "
-                    "(libcurl and jansson)\n");
-    return CLI_EXIT_REGION;
-#endif
 }

@@ -96,11 +96,17 @@ class FlUnregisteredInfo(Structure):
                 ("reserved", c_uint64 * 8)]
 
 
+class FlEtcdEpochResult(Structure):
+    _fields_ = [("before", c_uint64), ("after", c_uint64), ("asked", c_uint32),
+                ("reserved0", c_uint32), ("reserved", c_uint64 * 5)]
+
+
 # The structs the size test compares with the C header (C name -> ctypes class).
 STRUCTS: Dict[str, Any] = {"fl_lease": FlLease, "fl_key": FlKey, "fl_region_info": FlRegionInfo,
            "fl_lock_info": FlLockInfo,
            "fl_record_info": FlRecordInfo, "fl_client_info": FlClientInfo,
-           "fl_unregistered_info": FlUnregisteredInfo}
+           "fl_unregistered_info": FlUnregisteredInfo,
+           "fl_etcd_epoch_result": FlEtcdEpochResult}
 
 # void (*fl_lost_fn)(void *arg, const fl_lease *lease, int err)
 LOST_FN = CFUNCTYPE(None, c_void_p, POINTER(FlLease), c_int)
@@ -155,6 +161,7 @@ PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "fl_record_info_get": (c_int, [_region_p, c_uint32, POINTER(FlRecordInfo)]),
     "fl_client_info_get": (c_int, [_region_p, c_uint32, POINTER(FlClientInfo)]),
     "fl_unregistered_info_get": (c_int, [_region_p, c_uint32, POINTER(FlUnregisteredInfo)]),
+    "fl_etcd_epoch": (c_int, [c_char_p, c_uint, c_uint64, POINTER(FlEtcdEpochResult)]),
 }
 
 
