@@ -496,7 +496,6 @@ typedef struct fl_key {
  *                read-only handle
  *   -ENOSPC      the key is new and the region's lock table is full
  *   -EPROTO      the region's shared data is corrupt (fl_last_error() says where)
- *   -EOPNOTSUPP  the region's backend has no key handles (fl_last_error() names it)
  */
 FL_API int fl_key_resolve(fl_region *r, const char *key, fl_key *k);
 
@@ -508,7 +507,6 @@ FL_API int fl_key_resolve(fl_region *r, const char *key, fl_key *k);
  *                changed by hand) or that names a slot r's region never issued
  *                (fl_last_error() says which); lease_ns 0; timeout_ns < 0 other
  *                than FL_WAIT_FOREVER; a read-only handle
- *   -EOPNOTSUPP  the region's backend has no key handles
  */
 FL_API int fl_acquire_key(fl_region *r, const fl_key *k, uint64_t lease_ns, int64_t timeout_ns,
                           fl_lease *lease);
@@ -723,6 +721,12 @@ FL_API int fl_region_registered(const fl_region *r);
 
 /* The path of the region file this handle maps (never NULL; "" for NULL). */
 FL_API const char *fl_region_path(const fl_region *r);
+
+/* The backend behind this handle, as chosen by fl_open from the region
+ * string: "shm" (a region file in shared memory) or "etcd" (an etcd://
+ * or etcds:// cluster); later versions may add others.  A static string,
+ * never NULL; "" for NULL. */
+FL_API const char *fl_region_backend(const fl_region *r);
 
 /* ---- Inspection (read-only, for tools) -----------------------------------
  * Growth of the *_info structures (docs/abi.md): each ends in `reserved`,

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * api.c - the public functions that take a region handle: each checks the
- * handle for NULL and makes one call through the handle's backend table
- * (backend.h), chosen once by fl_open.  Nothing here knows which store is
- * behind a handle; what every backend shares (the region string's
- * resolution, fl_region_path, the 64-bit pointer records) is written once
- * here, above them.
+ * api.c - the public functions that take a region handle: each checks what
+ * every backend would check alike (the handle, a lease and a key handle for
+ * NULL and for coming from this handle, the process: fork.c) and makes one
+ * call through the handle's backend table (backend.h), chosen once by
+ * fl_open.  Nothing here knows which store is behind a handle; what every
+ * backend shares (the region string's resolution, fl_region_path,
+ * fl_region_backend, the 64-bit pointer records) is written once here,
+ * above them.
  */
 #include <string.h>
 #include <unistd.h>
@@ -109,6 +111,9 @@ static int fl__lease_check(const fl_region *r, const fl_lease *lease, const char
 {
     if (!lease)
         return fl__fail(-EINVAL, "%s: NULL argument", fn);
+    int err = fl__handle_check(r, fn);
+    if (err)
+        return err;
     if (__builtin_expect(lease->region == r->key_cookie, 1))
         return 0;
     if (lease->region == 0)
@@ -121,16 +126,22 @@ static int fl__lease_check(const fl_region *r, const fl_lease *lease, const char
 int fl_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
                fl_lease *lease)
 {
-    if (!r)
+    if (!r || !lease)
         return fl__fail(-EINVAL, "fl_acquire: NULL argument");
+    int err = fl__handle_check(r, "fl_acquire");
+    if (err)
+        return err;
     return fl__issued(r, r->be->acquire(r, key, lease_ns, timeout_ns, NULL, lease), lease);
 }
 
 int fl_acquire_cancelable(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
                           fl_cancel *cancel, fl_lease *lease)
 {
-    if (!r || !cancel)
+    if (!r || !cancel || !lease)
         return fl__fail(-EINVAL, "fl_acquire_cancelable: NULL argument");
+    int err = fl__handle_check(r, "fl_acquire_cancelable");
+    if (err)
+        return err;
     return fl__issued(r, r->be->acquire(r, key, lease_ns, timeout_ns, cancel, lease), lease);
 }
 
@@ -139,9 +150,10 @@ int fl_key_resolve(fl_region *r, const char *key, fl_key *k)
     if (!r || !k)
         return fl__fail(-EINVAL, "fl_key_resolve: NULL argument");
     *k = (fl_key){0}; /* a failed resolve leaves a handle nothing accepts */
-    if (!r->be->key_resolve)
-        return fl__unsupported(r, "fl_key_resolve");
-    int err = r->be->key_resolve(r, key, k);
+    int err = fl__handle_check(r, "fl_key_resolve");
+    if (err)
+        return err;
+    err = r->be->key_resolve(r, key, k);
     if (err) {
         *k = (fl_key){0};
         return err;
@@ -166,26 +178,28 @@ static inline int fl__key_check_handle(const fl_region *r, const fl_key *k, cons
 int fl_acquire_key(fl_region *r, const fl_key *k, uint64_t lease_ns, int64_t timeout_ns,
                    fl_lease *lease)
 {
-    if (!r || !k)
+    if (!r || !k || !lease)
         return fl__fail(-EINVAL, "fl_acquire_key: NULL argument");
-    int err = fl__key_check_handle(r, k, "fl_acquire_key");
+    int err = fl__handle_check(r, "fl_acquire_key");
     if (err)
         return err;
-    if (!r->be->acquire_key)
-        return fl__unsupported(r, "fl_acquire_key");
+    err = fl__key_check_handle(r, k, "fl_acquire_key");
+    if (err)
+        return err;
     return fl__issued(r, r->be->acquire_key(r, k, lease_ns, timeout_ns, NULL, lease), lease);
 }
 
 int fl_acquire_key_cancelable(fl_region *r, const fl_key *k, uint64_t lease_ns,
                               int64_t timeout_ns, fl_cancel *cancel, fl_lease *lease)
 {
-    if (!r || !k || !cancel)
+    if (!r || !k || !cancel || !lease)
         return fl__fail(-EINVAL, "fl_acquire_key_cancelable: NULL argument");
-    int err = fl__key_check_handle(r, k, "fl_acquire_key_cancelable");
+    int err = fl__handle_check(r, "fl_acquire_key_cancelable");
     if (err)
         return err;
-    if (!r->be->acquire_key)
-        return fl__unsupported(r, "fl_acquire_key_cancelable");
+    err = fl__key_check_handle(r, k, "fl_acquire_key_cancelable");
+    if (err)
+        return err;
     return fl__issued(r, r->be->acquire_key(r, k, lease_ns, timeout_ns, cancel, lease), lease);
 }
 
@@ -227,7 +241,8 @@ int fl_commit_token(fl_region *r, const char *key, uint64_t token, const char *r
 {
     if (!r)
         return fl__fail(-EINVAL, "fl_commit_token: NULL argument");
-    return r->be->commit_token(r, key, token, record, data, len, flags, accepted);
+    int err = fl__handle_check(r, "fl_commit_token");
+    return err ? err : r->be->commit_token(r, key, token, record, data, len, flags, accepted);
 }
 
 int fl_read(fl_region *r, const char *record, void *buf, size_t cap, size_t *len,
@@ -235,7 +250,8 @@ int fl_read(fl_region *r, const char *record, void *buf, size_t cap, size_t *len
 {
     if (!r)
         return fl__fail(-EINVAL, "fl_read: NULL argument");
-    return r->be->read(r, record, buf, cap, len, fence);
+    int err = fl__handle_check(r, "fl_read");
+    return err ? err : r->be->read(r, record, buf, cap, len, fence);
 }
 
 /* The fenced pointer is 8 bytes little-endian on every backend, so a value
@@ -272,37 +288,44 @@ int fl_region_registered(const fl_region *r) { return r ? r->be->registered(r) :
 
 const char *fl_region_path(const fl_region *r) { return r ? r->path : ""; }
 
+const char *fl_region_backend(const fl_region *r) { return r ? r->be->name : ""; }
+
 int fl_region_info_get(fl_region *r, fl_region_info *info)
 {
-    if (!r)
+    if (!r || !info)
         return fl__fail(-EINVAL, "fl_region_info_get: NULL argument");
-    return r->be->region_info(r, info);
+    int err = fl__handle_check(r, "fl_region_info_get");
+    return err ? err : r->be->region_info(r, info);
 }
 
 int fl_lock_info_get(fl_region *r, uint32_t index, fl_lock_info *info)
 {
-    if (!r)
+    if (!r || !info)
         return fl__fail(-EINVAL, "fl_lock_info_get: NULL argument");
-    return r->be->lock_info(r, index, info);
+    int err = fl__handle_check(r, "fl_lock_info_get");
+    return err ? err : r->be->lock_info(r, index, info);
 }
 
 int fl_record_info_get(fl_region *r, uint32_t index, fl_record_info *info)
 {
-    if (!r)
+    if (!r || !info)
         return fl__fail(-EINVAL, "fl_record_info_get: NULL argument");
-    return r->be->record_info(r, index, info);
+    int err = fl__handle_check(r, "fl_record_info_get");
+    return err ? err : r->be->record_info(r, index, info);
 }
 
 int fl_client_info_get(fl_region *r, uint32_t index, fl_client_info *info)
 {
-    if (!r)
+    if (!r || !info)
         return fl__fail(-EINVAL, "fl_client_info_get: NULL argument");
-    return r->be->client_info(r, index, info);
+    int err = fl__handle_check(r, "fl_client_info_get");
+    return err ? err : r->be->client_info(r, index, info);
 }
 
 int fl_unregistered_info_get(fl_region *r, uint32_t index, fl_unregistered_info *info)
 {
-    if (!r)
+    if (!r || !info)
         return fl__fail(-EINVAL, "fl_unregistered_info_get: NULL argument");
-    return r->be->unregistered_info(r, index, info);
+    int err = fl__handle_check(r, "fl_unregistered_info_get");
+    return err ? err : r->be->unregistered_info(r, index, info);
 }

@@ -4,22 +4,23 @@
  * locks and records.  Not installed.
  *
  * A region string names a store: a file path names a shared-memory region
- * (src/: region.c, slot.c, record.c, ...), "etcd://..." an etcd cluster
- * (src/etcd/).  fl_open() picks the backend once, from the string's scheme,
+ * (src/shm/), "etcd://..." an etcd cluster (src/etcd/).  fl_open() picks the backend once, from the string's scheme,
  * and stores its ops table in the handle; every public function that takes a
  * handle is one indirect call through that table (api.c), so no caller ever
  * asks which store it talks to, and the shared-memory fast path pays one
  * predicted indirect call for the seam (bench Q1).
  *
- * Like SQLite's sqlite3_io_methods, the table is versioned by its own size:
- * a backend fills every entry; an entry a backend cannot serve points to a
- * function that returns -EOPNOTSUPP with fl_last_error() saying why (the
- * key-handle entries, added later, may also be NULL: see there).
+ * Like SQLite's sqlite3_io_methods, every backend fills every entry: the
+ * tables are compiled into the library, so there is no older table to
+ * allow for.
  *
- * Every operation keeps the public function's contract (include/fencelock.h):
- * its arguments were checked for NULL handles by api.c, nothing else; each
- * backend checks the rest itself (its errors are the public function's), and
- * reports failures through fl__fail() so fl_last_error() says what happened.
+ * Every operation keeps the public function's contract (include/fencelock.h).
+ * api.c has checked what every backend would: the handle for NULL, a lease
+ * argument for NULL and for coming from this handle (fl_lease.region), a key
+ * handle for coming from this handle (fl_key.handle), and the NULL `cancel`
+ * of the cancelable calls.  Each backend checks the rest itself (its errors
+ * are the public function's), and reports failures through fl__fail() so
+ * fl_last_error() says what happened.
  */
 #ifndef FL_BACKEND_H
 #define FL_BACKEND_H
@@ -28,10 +29,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core.h"
 #include "fencelock.h"
 
 struct fl__backend {
-    const char *name; /* "shm", "etcd": for messages and `fencelock status` */
+    const char *name; /* "shm", "etcd": fl_region_backend(), and messages */
 
     /* Open the store `name` names (already resolved: never NULL; for shm a
      * path, for etcd the whole URI), read-only for inspection when
@@ -53,13 +55,8 @@ struct fl__backend {
     /* fl_acquire_key() and fl_acquire_key_cancelable() (cancel NULL for the
      * former): fl_acquire of the key k was resolved from.  api.c has checked
      * that k carries r's tag, so k was resolved by r; the backend checks
-     * that k->slot is one it issued.
-     *
-     * These two entries came after the others (issue 17).  A table that
-     * leaves them NULL (one written before them) makes the three public
-     * functions answer -EOPNOTSUPP through fl__unsupported(), so api.c
-     * tests them for NULL, unlike the rest.  Both backends fill them (etcd:
-     * the handle's own index of the key, as its fl_lease.slot). */
+     * that k->slot is one it issued (etcd: the handle's own index of the
+     * key, as its fl_lease.slot). */
     int (*acquire_key)(fl_region *r, const fl_key *k, uint64_t lease_ns, int64_t timeout_ns,
                        fl_cancel *cancel, fl_lease *lease);
     int (*renew)(fl_region *r, fl_lease *lease, uint64_t lease_ns);
@@ -84,7 +81,7 @@ struct fl__backend {
     int (*unregistered_info)(fl_region *r, uint32_t index, fl_unregistered_info *info);
 };
 
-/* The shared-memory backend (shm_backend.c). */
+/* The shared-memory backend (shm/backend.c). */
 extern const struct fl__backend fl__shm_backend;
 
 /* The etcd backend (etcd/backend.c); only in builds with libcurl and jansson
@@ -97,9 +94,5 @@ extern const struct fl__backend fl__etcd_backend;
  * sets *be, or -EPROTONOSUPPORT for a scheme this build does not serve
  * (fl_last_error() names it and what the build serves). */
 int fl__backend_for(const char *name, const struct fl__backend **be);
-
-/* An ops-table entry for what a backend cannot serve: -EOPNOTSUPP, with
- * fl_last_error() naming the backend and the function. */
-int fl__unsupported(const fl_region *r, const char *fn);
 
 #endif /* FL_BACKEND_H */

@@ -48,9 +48,3 @@ int fl__backend_for(const char *name, const struct fl__backend **be)
                                       "serves %s",
                     (int)n, name, (int)n, name, serves);
 }
-
-int fl__unsupported(const fl_region *r, const char *fn)
-{
-    return fl__fail(-EOPNOTSUPP, "%s: not supported by the %s backend (region %s)", fn,
-                    r->be->name, r->path);
-}

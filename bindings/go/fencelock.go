@@ -292,6 +292,17 @@ func TokenCounter(token uint64) uint64 { return token & (1<<TokenEpochShift - 1)
 // Path is the region file this handle maps.
 func (r *Region) Path() string { return r.path }
 
+// Backend is the backend Open chose from the region string: "shm" (a
+// region file) or "etcd" (an etcd:// or etcds:// cluster).
+func (r *Region) Backend() string {
+	c, err := r.handle("backend")
+	if err != nil {
+		return ""
+	}
+	defer r.mu.RUnlock()
+	return C.GoString(C.fl_region_backend(c))
+}
+
 // Registered reports whether the handle is registered with a supervisor
 // (death detection on).  False for a closed or read-only handle.  An
 // unregistered handle (no supervisor answered, or its socket refused this

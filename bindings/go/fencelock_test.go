@@ -16,7 +16,7 @@ import (
 func TestAcquireCommitRead(t *testing.T) { /* I1 I2 I3 */
 	d := startDaemon(t)
 	r := d.open(t)
-	if !r.Registered() || r.Path() != d.region {
+	if !r.Registered() || r.Path() != d.region || r.Backend() != "shm" {
 		t.Fatalf("registered %v, path %q", r.Registered(), r.Path())
 	}
 	a := mustAcquire(t, r, "k", time.Second)

@@ -155,13 +155,8 @@ static void fl__from_lease(const fl_lease *l, struct fl__etcd_lease *h)
 static int fl__be_acquire(fl_region *r, const char *key, uint64_t lease_ns, int64_t timeout_ns,
                           fl_cancel *cancel, fl_lease *lease)
 {
-    int err = fl__handle_check(r, "fl_acquire");
-    if (err)
-        return err;
-    if (!lease)
-        return fl__fail(-EINVAL, "fl_acquire: NULL argument");
     struct fl__etcd_lease h;
-    err = fl__etcd_acquire(fl__e(r), key, lease_ns, timeout_ns, cancel, &h);
+    int err = fl__etcd_acquire(fl__e(r), key, lease_ns, timeout_ns, cancel, &h);
     if (!err)
         fl__to_lease(&h, lease);
     return err;
@@ -172,11 +167,8 @@ static int fl__be_acquire(fl_region *r, const char *key, uint64_t lease_ns, int6
  * lookup it saves is a hash of a few bytes beside network round trips). */
 static int fl__be_key_resolve(fl_region *r, const char *key, fl_key *k)
 {
-    int err = fl__handle_check(r, "fl_key_resolve");
-    if (err)
-        return err;
     uint32_t slot = 0;
-    err = fl__etcd_resolve(fl__e(r), key, &slot);
+    int err = fl__etcd_resolve(fl__e(r), key, &slot);
     if (!err)
         k->slot = slot;
     return err;
@@ -185,9 +177,6 @@ static int fl__be_key_resolve(fl_region *r, const char *key, fl_key *k)
 static int fl__be_acquire_key(fl_region *r, const fl_key *k, uint64_t lease_ns,
                               int64_t timeout_ns, fl_cancel *cancel, fl_lease *lease)
 {
-    int err = fl__handle_check(r, "fl_acquire_key");
-    if (err)
-        return err;
     char key[FL_KEY_MAX + 1];
     if (fl__etcd_slot_key(fl__e(r), k->slot, key, NULL) != 0)
         return fl__fail(-EINVAL, "fl_acquire_key: key handle names index %u, which this "
@@ -197,14 +186,9 @@ static int fl__be_acquire_key(fl_region *r, const fl_key *k, uint64_t lease_ns,
 
 static int fl__be_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns)
 {
-    int err = fl__handle_check(r, "fl_renew");
-    if (err)
-        return err;
-    if (!lease)
-        return fl__fail(-EINVAL, "fl_renew: NULL argument");
     struct fl__etcd_lease h;
     fl__from_lease(lease, &h);
-    err = fl__etcd_renew(fl__e(r), &h, lease_ns);
+    int err = fl__etcd_renew(fl__e(r), &h, lease_ns);
     /* On -EAGAIN too: the deadline then is what the holding lasts whichever
      * way the renew went (lock.c, RENEW). */
     lease->deadline_ns = h.deadline_ns;
@@ -215,11 +199,6 @@ static int fl__be_renew(fl_region *r, fl_lease *lease, uint64_t lease_ns)
 
 static int fl__be_release(fl_region *r, const fl_lease *lease)
 {
-    int err = fl__handle_check(r, "fl_release");
-    if (err)
-        return err;
-    if (!lease)
-        return fl__fail(-EINVAL, "fl_release: NULL argument");
     struct fl__etcd_lease h;
     fl__from_lease(lease, &h);
     return fl__etcd_release(fl__e(r), &h);
@@ -227,11 +206,6 @@ static int fl__be_release(fl_region *r, const fl_lease *lease)
 
 static int fl__be_check(fl_region *r, const fl_lease *lease)
 {
-    int err = fl__handle_check(r, "fl_check");
-    if (err)
-        return err;
-    if (!lease)
-        return fl__fail(-EINVAL, "fl_check: NULL argument");
     struct fl__etcd_lease h;
     fl__from_lease(lease, &h);
     return fl__etcd_check(fl__e(r), &h);
@@ -240,11 +214,6 @@ static int fl__be_check(fl_region *r, const fl_lease *lease)
 static int fl__be_commit(fl_region *r, const fl_lease *lease, const char *record,
                          const void *data, size_t len, unsigned flags, uint64_t *accepted)
 {
-    int err = fl__handle_check(r, "fl_commit");
-    if (err)
-        return err;
-    if (!lease)
-        return fl__fail(-EINVAL, "fl_commit: NULL argument");
     struct fl__etcd_lease h;
     fl__from_lease(lease, &h);
     return fl__etcd_commit(fl__e(r), &h, record, data, len, flags, accepted);
@@ -253,18 +222,12 @@ static int fl__be_commit(fl_region *r, const fl_lease *lease, const char *record
 static int fl__be_commit_token(fl_region *r, const char *key, uint64_t token, const char *record,
                                const void *data, size_t len, unsigned flags, uint64_t *accepted)
 {
-    int err = fl__handle_check(r, "fl_commit_token");
-    if (err)
-        return err;
     return fl__etcd_commit_token(fl__e(r), key, token, record, data, len, flags, accepted);
 }
 
 static int fl__be_read(fl_region *r, const char *record, void *buf, size_t cap, size_t *len,
                        uint64_t *fence)
 {
-    int err = fl__handle_check(r, "fl_read");
-    if (err)
-        return err;
     return fl__etcd_read(fl__e(r), record, buf, cap, len, fence);
 }
 
@@ -277,39 +240,23 @@ static int fl__be_registered(const fl_region *r)
 
 static int fl__be_region_info(fl_region *r, fl_region_info *info)
 {
-    int err = fl__handle_check(r, "fl_region_info_get");
-    if (err)
-        return err;
-    if (!info)
-        return fl__fail(-EINVAL, "fl_region_info_get: NULL argument");
     return fl__etcd_region_info(fl__e(r), info);
 }
 
 static int fl__be_lock_info(fl_region *r, uint32_t index, fl_lock_info *info)
 {
-    int err = fl__handle_check(r, "fl_lock_info_get");
-    if (err)
-        return err;
-    if (!info)
-        return fl__fail(-EINVAL, "fl_lock_info_get: NULL argument");
     return fl__etcd_lock_info(fl__e(r), index, info);
 }
 
 static int fl__be_record_info(fl_region *r, uint32_t index, fl_record_info *info)
 {
-    int err = fl__handle_check(r, "fl_record_info_get");
-    if (err)
-        return err;
-    if (!info)
-        return fl__fail(-EINVAL, "fl_record_info_get: NULL argument");
     return fl__etcd_record_info(fl__e(r), index, info);
 }
 
 /* etcd has no client table: every index is past the (empty) table. */
 static int fl__be_client_info(fl_region *r, uint32_t index, fl_client_info *info)
 {
-    if (!info)
-        return fl__fail(-EINVAL, "fl_client_info_get: NULL argument");
+    (void)info;
     return fl__fail(-ERANGE, "fl_client_info_get: index %u: an etcd region (%s) has no client "
                              "table (no supervisor registers its clients)",
                     index, r->path);
@@ -319,8 +266,7 @@ static int fl__be_client_info(fl_region *r, uint32_t index, fl_client_info *info
  * all empty. */
 static int fl__be_unregistered_info(fl_region *r, uint32_t index, fl_unregistered_info *info)
 {
-    if (!info)
-        return fl__fail(-EINVAL, "fl_unregistered_info_get: NULL argument");
+    (void)info;
     if (index >= FL_UNREGISTERED_MAX)
         return fl__fail(-ERANGE, "fl_unregistered_info_get: index %u past the table", index);
     return fl__fail(-ENOENT, "fl_unregistered_info_get: an etcd region (%s) notes no "

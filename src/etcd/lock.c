@@ -335,8 +335,6 @@ out:
 static int fl__lease_args(struct fl__etcd *e, const struct fl__etcd_lease *l, const char *fn,
                           char key[FL_KEY_MAX + 1])
 {
-    if (!l)
-        return fl__fail(-EINVAL, "%s: NULL argument", fn);
     if (e->h.readonly && strcmp(fn, "fl_check") != 0)
         return fl__fail(-EINVAL, "%s: read-only region handle", fn);
     if (l->token == 0 || fl__rev(l->token) == 0)

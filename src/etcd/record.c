@@ -289,8 +289,6 @@ static int fl__commit_checked(struct fl__etcd *e, const char *fn, const char *ke
 int fl__etcd_commit(struct fl__etcd *e, const struct fl__etcd_lease *l, const char *record,
                     const void *data, size_t len, unsigned flags, uint64_t *accepted)
 {
-    if (!l)
-        return fl__fail(-EINVAL, "fl_commit: NULL argument");
     int err = fl__record_args(e, "fl_commit", record, data, len, flags);
     if (err)
         return err;

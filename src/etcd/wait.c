@@ -43,8 +43,6 @@ static int fl__nap(fl_cancel *c, int fd, int ms)
 int fl__etcd_acquire(struct fl__etcd *e, const char *key, uint64_t lease_ns, int64_t timeout_ns,
                      fl_cancel *cancel, struct fl__etcd_lease *out)
 {
-    if (!out)
-        return fl__fail(-EINVAL, "fl_acquire: NULL argument");
     int klen = fl__key_check(key);
     if (klen < 0)
         return klen;

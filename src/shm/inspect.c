@@ -20,11 +20,6 @@
 int fl__shm_region_info_get(fl_region *h, fl_region_info *info)
 {
     struct fl__shm *r = fl__shm_of(h);
-    if (!r || !info)
-        return fl__fail(-EINVAL, "fl_region_info_get: NULL argument");
-    int err = fl__handle_check(&r->h, "fl_region_info_get");
-    if (err)
-        return err;
     memset(info, 0, sizeof *info);
     info->format_version = FL__FORMAT_VERSION;
     info->lock_capacity = r->lock_capacity;
@@ -65,11 +60,6 @@ int fl__shm_region_info_get(fl_region *h, fl_region_info *info)
 int fl__shm_client_info_get(fl_region *h, uint32_t index, fl_client_info *info)
 {
     struct fl__shm *r = fl__shm_of(h);
-    if (!r || !info)
-        return fl__fail(-EINVAL, "fl_client_info_get: NULL argument");
-    int err = fl__handle_check(&r->h, "fl_client_info_get");
-    if (err)
-        return err;
     if (index == 0 || index >= r->client_capacity)
         return fl__fail(-ERANGE, "client index %u out of 1..%u", index, r->client_capacity - 1);
     memset(info, 0, sizeof *info);

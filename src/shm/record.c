@@ -276,11 +276,6 @@ static int fl__record_current(struct fl__shm *r, struct fl__record *rec, uint64_
 static int fl__commit_args(struct fl__shm *r, const fl_lease *lease, const void *data, size_t len,
                            unsigned flags)
 {
-    if (!r || !lease)
-        return fl__fail(-EINVAL, "fl_commit: NULL argument");
-    int err = fl__handle_check(&r->h, "fl_commit");
-    if (err)
-        return err;
     if (r->h.readonly)
         return fl__fail(-EINVAL, "fl_commit: read-only region handle");
     if (!data && len > 0)
@@ -435,18 +430,13 @@ int fl__shm_commit_token(fl_region *h, const char *key, uint64_t token, const ch
                     const void *data, size_t len, unsigned flags, uint64_t *accepted)
 {
     struct fl__shm *r = fl__shm_of(h);
-    if (!r)
-        return fl__fail(-EINVAL, "fl_commit_token: NULL argument");
-    int err = fl__handle_check(&r->h, "fl_commit_token");
-    if (err)
-        return err;
     int klen = fl__key_check(key);
     if (klen < 0)
         return klen;
     struct fl__keytab t;
     fl__keytab_locks(r, &t);
     uint32_t idx = 0;
-    err = fl__key_find(&t, key, (size_t)klen, &idx);
+    int err = fl__key_find(&t, key, (size_t)klen, &idx);
     if (err == -ENOENT)
         return fl__fail(-ENOENT, "fl_commit_token: key \"%s\" was never acquired in %s", key,
                         r->h.path);
@@ -462,18 +452,15 @@ int fl__shm_read(fl_region *h, const char *record, void *buf, size_t cap, size_t
             uint64_t *fence)
 {
     struct fl__shm *r = fl__shm_of(h);
-    if (!r || !len || !fence || (!buf && cap > 0))
+    if (!len || !fence || (!buf && cap > 0))
         return fl__fail(-EINVAL, "fl_read: NULL argument");
-    int err = fl__handle_check(&r->h, "fl_read");
-    if (err)
-        return err;
     int klen = fl__key_check(record);
     if (klen < 0)
         return klen;
     struct fl__keytab t;
     fl__keytab_records(r, &t);
     uint32_t ri = 0;
-    err = fl__key_find(&t, record, (size_t)klen, &ri);
+    int err = fl__key_find(&t, record, (size_t)klen, &ri);
     if (err == -ENOENT)
         return fl__fail(-ENOENT, "record \"%s\" was never committed", record);
     if (err)
@@ -625,11 +612,6 @@ uint32_t fl__records_vouch(struct fl__shm *r, fl__unvouched_fn fn, void *ctx)
 int fl__shm_record_info_get(fl_region *h, uint32_t index, fl_record_info *info)
 {
     struct fl__shm *r = fl__shm_of(h);
-    if (!r || !info)
-        return fl__fail(-EINVAL, "fl_record_info_get: NULL argument");
-    int err = fl__handle_check(&r->h, "fl_record_info_get");
-    if (err)
-        return err;
     struct fl__keytab t;
     fl__keytab_records(r, &t);
     if (index >= fl__keytab_used(&t))

@@ -498,13 +498,8 @@ static void fl__free_dead(struct fl__shm *r, struct fl__slot *sl, uint32_t idx, 
 /* The checks every acquisition makes of its arguments (fn names the public
  * function in messages). */
 static inline int fl__acquire_args(struct fl__shm *r, uint64_t lease_ns, int64_t timeout_ns,
-                                   const fl_lease *lease, const char *fn)
+                                   const char *fn)
 {
-    if (!r || !lease)
-        return fl__fail(-EINVAL, "%s: NULL argument", fn);
-    int err = fl__handle_check(&r->h, fn);
-    if (err)
-        return err;
     if (r->h.readonly)
         return fl__fail(-EINVAL, "%s: read-only region handle", fn);
     if (lease_ns == 0)
@@ -531,7 +526,7 @@ int fl__shm_acquire(fl_region *h, const char *key, uint64_t lease_ns, int64_t ti
                     fl_cancel *cancel, fl_lease *lease)
 {
     struct fl__shm *r = fl__shm_of(h);
-    int err = fl__acquire_args(r, lease_ns, timeout_ns, lease, "fl_acquire");
+    int err = fl__acquire_args(r, lease_ns, timeout_ns, "fl_acquire");
     if (err)
         return err;
     uint32_t idx = 0;
@@ -544,15 +539,10 @@ int fl__shm_acquire(fl_region *h, const char *key, uint64_t lease_ns, int64_t ti
 int fl__shm_key_resolve(fl_region *h, const char *key, fl_key *k)
 {
     struct fl__shm *r = fl__shm_of(h);
-    if (!r || !k)
-        return fl__fail(-EINVAL, "fl_key_resolve: NULL argument");
-    int err = fl__handle_check(&r->h, "fl_key_resolve");
-    if (err)
-        return err;
     if (r->h.readonly)
         return fl__fail(-EINVAL, "fl_key_resolve: read-only region handle");
     uint32_t idx = 0;
-    err = fl__slot_of_key(r, key, &idx);
+    int err = fl__slot_of_key(r, key, &idx);
     if (err)
         return err;
     k->slot = idx;
@@ -567,11 +557,9 @@ int fl__shm_acquire_key(fl_region *h, const fl_key *k, uint64_t lease_ns, int64_
                         fl_cancel *cancel, fl_lease *lease)
 {
     struct fl__shm *r = fl__shm_of(h);
-    int err = fl__acquire_args(r, lease_ns, timeout_ns, lease, "fl_acquire_key");
+    int err = fl__acquire_args(r, lease_ns, timeout_ns, "fl_acquire_key");
     if (err)
         return err;
-    if (!k)
-        return fl__fail(-EINVAL, "fl_acquire_key: NULL argument");
     if (__builtin_expect(k->slot >= fl__locks_used(r), 0))
         return fl__fail(-EINVAL, "fl_acquire_key: key handle names slot %u, which this region "
                         "never issued", k->slot);
@@ -754,11 +742,6 @@ static void fl__note_stale(struct fl__shm *r, struct fl__slot *sl, const fl_leas
 static int fl__lease_slot(struct fl__shm *r, const fl_lease *lease, const char *fn,
                           struct fl__slot **sl)
 {
-    if (!r || !lease)
-        return fl__fail(-EINVAL, "%s: NULL argument", fn);
-    int err = fl__handle_check(&r->h, fn);
-    if (err)
-        return err;
     if (r->h.readonly)
         return fl__fail(-EINVAL, "%s: read-only region handle", fn);
     if (lease->slot >= fl__locks_used(r))
@@ -835,11 +818,6 @@ int fl__shm_release(fl_region *h, const fl_lease *lease)
 int fl__shm_check(fl_region *h, const fl_lease *lease)
 {
     struct fl__shm *r = fl__shm_of(h);
-    if (!r || !lease)
-        return fl__fail(-EINVAL, "fl_check: NULL argument");
-    int err = fl__handle_check(&r->h, "fl_check");
-    if (err)
-        return err;
     if (lease->slot >= fl__locks_used(r))
         return fl__fail(-EINVAL, "fl_check: lease names slot %u, which this region never issued",
                         lease->slot);
@@ -949,11 +927,6 @@ uint32_t fl__slots_void_all(struct fl__shm *r, fl__freed_fn fn, void *ctx)
 int fl__shm_lock_info_get(fl_region *h, uint32_t index, fl_lock_info *info)
 {
     struct fl__shm *r = fl__shm_of(h);
-    if (!r || !info)
-        return fl__fail(-EINVAL, "fl_lock_info_get: NULL argument");
-    int err = fl__handle_check(&r->h, "fl_lock_info_get");
-    if (err)
-        return err;
     struct fl__keytab t;
     fl__keytab_locks(r, &t);
     if (index >= fl__keytab_used(&t))

@@ -70,11 +70,6 @@ void fl__unreg_clear(struct fl__shm *r)
 int fl__shm_unregistered_info_get(fl_region *h, uint32_t index, fl_unregistered_info *info)
 {
     struct fl__shm *r = fl__shm_of(h);
-    if (!r || !info)
-        return fl__fail(-EINVAL, "fl_unregistered_info_get: NULL argument");
-    int err = fl__handle_check(&r->h, "fl_unregistered_info_get");
-    if (err)
-        return err;
     if (index >= FL__UNREG_COUNT)
         return fl__fail(-ERANGE, "unregistered-client index %u out of 0..%u", index,
                         FL__UNREG_COUNT - 1);

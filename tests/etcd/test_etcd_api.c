@@ -71,6 +71,7 @@ static void test_try_release_tokens(void **state)
     fl_region *r = open_rw("api-try");
     assert_int_equal(fl_region_registered(r), 0);
     assert_string_equal(fl_region_path(r), uri("api-try"));
+    assert_string_equal(fl_region_backend(r), "etcd"); /* chosen by the scheme */
     fl_lease a, b;
     assert_int_equal(fl_acquire(r, "k", S(5), 0, &a), 0);
     assert_true(a.token > 0 && a.token <= FL_TOKEN_MAX);

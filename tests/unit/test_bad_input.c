@@ -443,6 +443,8 @@ static void test_client_table_full(void **state)
     assert_int_equal(fl_open(p, &b), 0);
     assert_int_equal(fl_region_registered(a), 1);
     assert_int_equal(fl_region_registered(b), 1);
+    assert_string_equal(fl_region_backend(a), "shm"); /* a path names a region file */
+    assert_string_equal(fl_region_backend(NULL), "");
     assert_int_equal(fl_open(p, &c), -EUSERS);
     assert_true(fl_last_error()[0] != '\0');
     fl_close(b);

@@ -64,6 +64,7 @@ uint32_t skipped_total(const uint32_t *by_reason);
 
 struct snapshot {
     char path[PATH_MAX];
+    char backend[16]; /* fl_region_backend(): "shm", "etcd" */
     fl_region_info region;
     bool supervisor_alive;
     fl_client_info *clients;

@@ -153,6 +153,7 @@ static int open_region(const char *path, fl_region **r)
 static int read_snapshot(fl_region *r, const char *path, struct snapshot *s)
 {
     snprintf(s->path, sizeof s->path, "%s", path);
+    snprintf(s->backend, sizeof s->backend, "%s", fl_region_backend(r));
     int rc = CLI_EXIT_OK;
     int err = fl_region_info_get(r, &s->region);
     if (err)

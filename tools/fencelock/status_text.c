@@ -234,7 +234,7 @@ static void print_region(FILE *f, const struct snapshot *s)
 {
     const fl_region_info *g = &s->region;
     char buf[128], when[64];
-    if (strncmp(s->path, "etcd://", 7) == 0 || strncmp(s->path, "etcds://", 8) == 0) {
+    if (strcmp(s->backend, "etcd") == 0) {
         print_etcd_region(f, s);
         return;
     }

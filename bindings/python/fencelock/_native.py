@@ -156,6 +156,7 @@ PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "fl_default_region_path": (c_int, [c_char_p, c_size_t]),
     "fl_region_registered": (c_int, [_region_p]),
     "fl_region_path": (c_char_p, [_region_p]),
+    "fl_region_backend": (c_char_p, [_region_p]),
     "fl_region_info_get": (c_int, [_region_p, POINTER(FlRegionInfo)]),
     "fl_lock_info_get": (c_int, [_region_p, c_uint32, POINTER(FlLockInfo)]),
     "fl_record_info_get": (c_int, [_region_p, c_uint32, POINTER(FlRecordInfo)]),

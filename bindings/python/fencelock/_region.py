@@ -346,6 +346,12 @@ class Region:
         return os.fsdecode(self._run(lambda h: cast(bytes, lib.fl_region_path(h))))
 
     @property
+    def backend(self) -> str:
+        """The backend fl_open chose from the region string: "shm" (a region file) or
+        "etcd" (an etcd:// or etcds:// cluster)."""
+        return self._run(lambda h: cast(bytes, lib.fl_region_backend(h))).decode("ascii")
+
+    @property
     def registered(self) -> bool:
         """True if registered with a supervisor (death detection on)."""
         return self._run(lambda h: int(lib.fl_region_registered(h))) == 1

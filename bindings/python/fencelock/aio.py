@@ -458,6 +458,12 @@ class AsyncRegion:
         return path
 
     @property
+    def backend(self) -> str:
+        """"shm" or "etcd": the backend of the region string (Region.backend)."""
+        backend: str = self._open_region().backend
+        return backend
+
+    @property
     def registered(self) -> bool:
         """True if registered with a supervisor (Region.registered)."""
         registered: bool = self._open_region().registered

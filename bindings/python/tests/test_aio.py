@@ -582,6 +582,7 @@ def test_etcd_every_call_is_off_the_loop(etcd):
         async def main():
             async with fencelock.aio.open(etcd.region) as r:
                 assert r.path.startswith("etcd://") and not r.registered
+                assert r.backend == "etcd"
                 ticker = Ticker()
                 lease = await r.acquire("job", lease=5, timeout=0)
                 assert await r.commit(lease, "job/out", b"v1") == lease.token

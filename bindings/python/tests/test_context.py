@@ -62,7 +62,7 @@ def test_renew_moves_the_deadline(region):
 
 def test_region_context_closes(daemon):
     with fencelock.open(daemon.region) as r:
-        assert r.registered and r.path == daemon.region
+        assert r.registered and r.path == daemon.region and r.backend == "shm"
     assert r.closed
     r.close()  # again: nothing
     with pytest.raises(ValueError):
