@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * record.pml - a Promela model of the fenced commit protocol of
- * src/record.c: buffers, the record's `cur`, read-validate-CAS, recycling
+ * src/shm/record.c: buffers, the record's `cur`, read-validate-CAS, recycling
  * and the supervisor's reap.  tests/model checks it with spin (ctest -R
  * model_record); README there.
  *
- * C-VERSION: the line after this comment names the blob of src/record.c
+ * C-VERSION: the line after this comment names the blob of src/shm/record.c
  * the model was last checked against (ctest runs model_record_sync to
  * compare).  When record.c changes: re-read both, fix the model, run the
- * checks, and put the new blob there (`git hash-object src/record.c`).
+ * checks, and put the new blob there (`git hash-object
+ * src/shm/record.c`).
  *
- * WHAT IT MATCHES: src/record.c at that blob, step for step:
+ * WHAT IT MATCHES: src/shm/record.c at that blob, step for step:
  *   cur       one word per record: (buffer + 1, generation), 0 = never
  *             committed; read and CASed as a whole.
  *   buffer    state word (kind FREE / STAGING / PUBLISHED, owner,
@@ -119,7 +120,10 @@
  * fl_commit_token, which looks the key's slot up (never creating it) and
  * then makes fl_commit's commit with a lease of that slot and token: the
  * same steps as the model's commit.
- * C-VERSION: src/record.c git-blob 37fe014a81d8526e578536bb114989ac21b6e102 */
+ * Issue 27 moved record.c into src/shm/ and made the handle a struct
+ * fl__shm (its path and pid in the base handle): no step of the model
+ * changed.
+ * C-VERSION: src/shm/record.c git-blob b9de0c113fdc8fc3748153ddabcdfc469d1a3090 */
 
 #ifndef NB
 #define NB 3

@@ -147,6 +147,22 @@ static inline uint64_t fl__now(const struct fl__shm *r)
     }
     return r->clock(r->clock_ctx);
 }
+
+/* ---- a lease word's fields (slot.c writes them; inspect.c reads them) ---- */
+/* The deadline of a lease word on this process's CLOCK_MONOTONIC: the word
+ * holds host time (the initial time namespace's); we may live in a time
+ * namespace whose clock is shifted by r->timens_ns (clock.c, I11).
+ * Unsigned arithmetic wraps exactly: the result is a valid local time. */
+static inline uint64_t fl__deadline_ns(const struct fl__shm *r, uint64_t lease_word)
+{
+    return (lease_word & FL__DEADLINE_MASK) * 1000ull + (uint64_t)r->timens_ns;
+}
+
+static inline uint32_t fl__owner(uint64_t lease_word)
+{
+    return (uint32_t)(lease_word >> FL__OWNER_SHIFT);
+}
+
 /* ---- region.c (struct fl__params, creating, mapping: supervise.h) ---- */
 /* Create a region file at path with params, 0600, atomically (a complete
  * file appears under the name, or nothing).  -EEXIST if one is there

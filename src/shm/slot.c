@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * slot.c - the lock-word state machine.  The only code that writes a lock
- * slot's state pair.
- * Its Promela model is src/slot.pml (ctest -R model_slot): change them together.
+ * slot's state pair.  The spin before a sleep is spin.h's, the cancel
+ * object src/cancel.c's, the lock view for tools (fl_lock_info_get)
+ * inspect.c's.
+ * Its Promela model is src/shm/slot.pml (ctest -R model_slot): change them
+ * together.  What the choices below cost and bought, measured:
+ * docs/benchmarks.md ("Figures from slot.c's design notes" points to each).
  *
  * THE STATE PAIR (struct fl__pair, 16 bytes, 16-byte aligned)
  *
@@ -40,7 +44,7 @@
  * same token (I1), and a failed try writes nothing and consumes no token.
  *
  * The 16-byte CAS is a real lock-free instruction, emitted by
- * src/arch/pair.h (cmpxchg16b on x86-64; casp, or an ldaxp/stlxp loop, on
+ * src/shm/arch/pair.h (cmpxchg16b on x86-64; casp, or an ldaxp/stlxp loop, on
  * aarch64).  Reading never uses it: a 16-byte atomic load is a write on
  * both, and the status tool maps the region read-only.  Readers load the two
  * words separately and re-read the state word (fl__pair_load, pair.h): the
@@ -67,8 +71,8 @@
  *   its seq_cst read, also on aarch64: docs/memory-orders.md; Dekker), and
  *   the bumped wake_seq makes a late futex_wait return at once: no lost
  *   wakeup.  A release wakes one sleeper, not all (no thundering herd:
- *   with 64 processes on a key, waking all made 63 of them run, look and
- *   sleep again at every release), and only if no sleeper has been woken
+ *   waking all made every sleeper but one run, look and sleep again at
+ *   every release), and only if no sleeper has been woken
  *   since the last one asked: while a woken waiter is on its way to the
  *   lock, the releases of processes that took the key meanwhile without
  *   sleeping wake nobody more (each such wake made one more process run,
@@ -86,7 +90,7 @@
  *   between its CAS and its wake); unregistered, or stopped (SIGSTOP)
  *   between its wake and its look: it holds the one wake, and the others
  *   sleep on the free lock until the deadline of the lease they saw (I4,
- *   the bound of a holder stopped forever; src/slot.pml checks it, and
+ *   the bound of a holder stopped forever; src/shm/slot.pml checks it, and
  *   test_woken_waiter_stopped stops a real one there).  Why not
  *   FUTEX_CMP_REQUEUE or PI futexes: both hand the lock to a waiter through
  *   a 32-bit futex word that holds the owner, and ours is the 16-byte pair
@@ -102,50 +106,18 @@
  *   the word's other sleepers and frees the dead holding.  Nothing above
  *   changes: the word is one more reason to wake.
  *
- * SPINNING (before the first sleep of an acquisition; no transition of the
- * pair and no part of the wake protocol above: the model's one spin,
- * src/slot.pml)
+ * SPINNING (spin.h: before the first sleep of an acquisition; no
+ * transition of the pair and no part of the wake protocol above: the
+ * model's one spin, src/shm/slot.pml)
  *   A waiter that finds the key held may spin once, a bounded number of
- *   pauses, re-reading the state word, before it sleeps:
- *   - nobody sleeps on the key: every such waiter spins, briefly
- *     (FL__SPIN_PAUSES): a holder on another CPU usually releases soon;
- *   - others sleep on it: one waiter per holding may spin, longer
- *     (FL__SPIN_CLAIMED_PAUSES, about as long as the gap below),
- *     and only when the holder took the key on another CPU than the one
- *     the waiter runs on.  A release with sleepers hands the key to a
- *     woken sleeper that needs time to run (an idle vCPU must be
- *     resumed: about 14 us between a release and the next acquisition in
- *     docs/benchmarks.md), and the key lies free meanwhile; the spinner
- *     takes it within a cache miss of the release.  One per holding,
- *     because every spinner but the first would only burn its CPU (issue
- *     17: with 64 processes on a key, everyone spinning behind sleepers
- *     cost 6 us per acquisition); never on the holder's CPU, where
- *     spinning only keeps the holder from running.
- *   Two hints in the slot serve this (format.h): holder_cpu, the holding's
- *   token and the CPU its acquisition ran on, stored by a contended
- *   acquisition that left sleepers behind only (the uncontended path pays
- *   nothing; a holding not noted is unknown, and nobody spins behind
- *   sleepers on it); and
- *   spin_holding, the state word of the holding last claimed, taken by a
- *   CAS from any other value.  Both are relaxed: they order nothing, and
- *   any value in them (stale, torn between the two, written by a foreign
- *   process) only decides whether one waiter spins a few microseconds.
- *   A process stopped forever (or killed) right after its claim leaves
- *   that holding without a spinner: the others sleep at once, as they
- *   would without spinning, and a later holding has another state word
- *   (tokens never repeat), so the claim is free again.  Resumed an hour
- *   later, it finishes its bounded spin and looks at the pair again, as
- *   after any pause.  A CPU is only a hint: the holder may have moved,
- *   and then one spin is wasted.
- *   Fairness: a spinner that wins takes the key ahead of the sleeper the
- *   release woke, which finds it held and sleeps again, behind the
- *   others in the futex queue.  A newcomer could always take a free key
- *   ahead of a woken sleeper (fencelock promises no order among waiters,
- *   nor does the robust mutex); the spinner makes it more frequent, and
- *   a sleeper can be passed over again and again while processes on two
- *   CPUs hand the key to each other.
+ *   pauses re-reading the state word, before it sleeps: every waiter while
+ *   nobody sleeps on the key; behind sleepers, only the one that claims
+ *   the holding, and only when the holder runs on another CPU.  The two
+ *   hints that decide it (holder_cpu, spin_holding) are relaxed and order
+ *   nothing: any value in them only decides whether one waiter spins.
+ *   spin.h says why, and why a pause at any step there is safe.
  *
- * EARLY RETURNS AROUND THE WAIT (no transition of the pair; src/slot.pml
+ * EARLY RETURNS AROUND THE WAIT (no transition of the pair; src/shm/slot.pml
  * lists them under "Outside the model")
  *   own lock  a wait on a key held, unexpired, by this handle's own latest
  *             acquisition, made by the calling thread, returns -EDEADLK
@@ -161,8 +133,8 @@
  *             holder_pid/holder_client_id fields are informational and
  *             written after the CAS: neither can tell.)
  *   cancel    a wait given an fl_cancel publishes the futex word it sleeps
- *             on in the cancel object, then reads the cancelled flag after
- *             reading wake_seq; fl_cancel_trigger sets the flag, then reads
+ *             on in the cancel object (cancel.h), then reads the cancelled flag
+ *             after reading wake_seq; fl_cancel_trigger (src/cancel.c) sets the flag, then reads
  *             the published word and bumps and wakes it.  Both sides are
  *             seq_cst: either the waiter sees the flag before sleeping, or
  *             the trigger sees the word and its bump makes the futex_wait
@@ -173,13 +145,12 @@
  *   holder-only  acquisitions, contended, expiries_taken, releases: written
  *             by an acquisition right after the CAS that made it the holder,
  *             with a plain load and store (fl__count_held: no locked
- *             instruction; issue 17 found the two locked adds of an
- *             acquire+release at 2.8 ns).  A release is counted by the
+ *             instruction on the uncontended path).  A release is counted by the
  *             acquisition that follows it, when the pair that acquisition
  *             replaced is free with no FREED_* mark (a count after the
  *             release CAS would race with the next holder's);
- *             fl_lock_info_get adds the last holding's release while the key
- *             is free.  Another writer of these words exists only once this
+ *             fl_lock_info_get (inspect.c) adds the last holding's release
+ *             while the key is free.  Another writer of these words exists only once this
  *             holder's lease has ended, so an update is lost only when a
  *             holder is paused (or preempted) past its deadline between its
  *             CAS and its store and another acquisition takes the key over
@@ -203,29 +174,13 @@
  */
 #include <errno.h>
 #include <limits.h>
-#include <sched.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../cancel.h"
 #include "shm.h"
-#include "arch/pair.h" /* fl__pair_cas, fl__pair_load, fl__cpu_relax */
-
-/* The deadline of a lease word on this process's CLOCK_MONOTONIC: the word
- * holds host time (the initial time namespace's); we may live in a time
- * namespace whose clock is shifted by r->timens_ns (clock.c, I11).
- * Unsigned arithmetic wraps exactly: the result is a valid local time. */
-static inline uint64_t fl__deadline_ns(const struct fl__shm *r, uint64_t lease_word)
-{
-    return (lease_word & FL__DEADLINE_MASK) * 1000ull + (uint64_t)r->timens_ns;
-}
-
-static inline uint32_t fl__owner(uint64_t lease_word)
-{
-    return (uint32_t)(lease_word >> FL__OWNER_SHIFT);
-}
+#include "arch/pair.h" /* fl__pair_cas, fl__pair_load */
+#include "spin.h"
 
 /* now + lease_ns rounded up to a microsecond, as a lease word for owner:
  * now is on our clock, the word on the host's (see fl__deadline_ns). */
@@ -239,8 +194,9 @@ static int fl__make_lease(struct fl__shm *r, uint64_t now, uint64_t lease_ns, ui
     /* The same bound as us > FL__DEADLINE_MASK, tested first so that end +
      * 999 cannot wrap: the rounding up is then one multiply by a constant,
      * no remainder.  The CAS waits for this value, which waits for the
-     * clock read: the remainder's multiply and compare were 1.5 ns of an
-     * acquire+release (docs/benchmarks.md). */
+     * clock read: the remainder's multiply and compare showed in every
+     * acquire+release (docs/benchmarks.md, "Figures from slot.c's design
+     * notes"). */
     if (end > FL__DEADLINE_MASK * 1000ull)
         return fl__fail(-EOVERFLOW, "lease deadline beyond what a region can record (2^48 us)");
     uint64_t us = (end + 999) / 1000;
@@ -345,71 +301,6 @@ static uint32_t fl__self_tid(void)
     if (!tid)
         tid = (uint32_t)syscall(SYS_gettid);
     return tid;
-}
-
-/* Spin before sleeping (SPINNING): while nobody sleeps on the key, every
- * waiter, briefly (128 pauses: 3.5 us on the AMD EPYC host of
- * docs/benchmarks.md); behind sleepers, the holding's one claimed spinner,
- * for about the time a woken sleeper there takes to reach the key (512
- * pauses: 14 us). */
-#define FL__SPIN_PAUSES 128
-#define FL__SPIN_CLAIMED_PAUSES 512
-
-static bool fl__spin_until_changed(struct fl__slot *sl, uint64_t s, int pauses)
-{
-    for (int i = 0; i < pauses; i++) {
-        fl__cpu_relax();
-        /* relaxed: only a hint; the caller re-reads the pair with acquire */
-        if (atomic_load_explicit(&sl->pair.state, memory_order_relaxed) != s)
-            return true;
-    }
-    return false;
-}
-
-/* The CPU this thread runs on, as the holder_cpu hint holds it (its low
- * FL__HOLDER_CPU_SHIFT bits); false if it cannot be known.  glibc 2.35 and
- * later read it from the thread's rseq area (no system call); without rseq
- * it is the vDSO on x86-64 and a getcpu system call on aarch64: contended
- * paths only. */
-static bool fl__this_cpu(uint64_t *cpu)
-{
-    int c = sched_getcpu();
-    if (c < 0)
-        return false;
-    *cpu = (uint64_t)c & FL__HOLDER_CPU_MASK;
-    return true;
-}
-
-/* Whether this waiter is to spin behind the key's sleepers on holding s
- * (SPINNING): the holding's CPU is noted and is not ours, and nobody has
- * claimed this holding yet; we claim it.  relaxed, all: hints that order
- * nothing (SPINNING says why any value is safe). */
-static bool fl__spin_claim(struct fl__slot *sl, uint64_t s)
-{
-    uint64_t hc = atomic_load_explicit(&sl->holder_cpu, memory_order_relaxed);
-    if (hc >> FL__HOLDER_CPU_SHIFT != ((s >> FL__TOKEN_SHIFT) & FL__HOLDER_CPU_TOKEN_MASK))
-        return false; /* not noted: no sleeper was left behind its acquisition */
-    uint64_t cpu = 0;
-    if (!fl__this_cpu(&cpu) || (hc & FL__HOLDER_CPU_MASK) == cpu)
-        return false;
-    uint64_t c = atomic_load_explicit(&sl->spin_holding, memory_order_relaxed);
-    return c != s && atomic_compare_exchange_strong_explicit(&sl->spin_holding, &c, s,
-                                                             memory_order_relaxed,
-                                                             memory_order_relaxed);
-}
-
-/* A contended acquisition of token t that leaves sleepers behind notes
- * the CPU it ran on (SPINNING); without sleepers nobody needs it, and two
- * processes handing a key back and forth would move the hint's cache line
- * at every handoff (fb_contended: 5.5-5.9 M/s against 6.5-6.9 M/s).
- * relaxed: a hint. */
-static void fl__note_holder_cpu(struct fl__slot *sl, uint64_t t)
-{
-    uint64_t cpu = 0;
-    if (fl__this_cpu(&cpu))
-        atomic_store_explicit(&sl->holder_cpu,
-                              (t & FL__HOLDER_CPU_TOKEN_MASK) << FL__HOLDER_CPU_SHIFT | cpu,
-                              memory_order_relaxed);
 }
 
 /* fl__wait_for_change found the holder of (s, l) dead (life.c). */
@@ -876,7 +767,7 @@ static uint32_t fl__slots_free_where(struct fl__shm *r, uint32_t client, bool an
  * deadline of the lease they saw, and its reap finds nothing held by it.
  * The region does not record who released last (the free lease word keeps
  * how the last holding ended), so every key with sleepers is woken; they
- * re-read the pair and sleep again if it is held.  src/slot.pml found the
+ * re-read the pair and sleep again if it is held.  src/shm/slot.pml found the
  * window; model_slot_wakeup checks this fix and BUG_REAP_NO_WAKE the reap
  * without it; test_releaser_killed_before_wake stops a real releaser there.
  *
@@ -922,61 +813,4 @@ uint32_t fl__slots_void_all(struct fl__shm *r, fl__freed_fn fn, void *ctx)
         atomic_store_explicit(&fl__slot_at(r, i)->wake_needed, 0, memory_order_relaxed);
     }
     return voided;
-}
-
-int fl__shm_lock_info_get(fl_region *h, uint32_t index, fl_lock_info *info)
-{
-    struct fl__shm *r = fl__shm_of(h);
-    struct fl__keytab t;
-    fl__keytab_locks(r, &t);
-    if (index >= fl__keytab_used(&t))
-        return fl__fail(-ERANGE, "lock slot %u is beyond the %u in use", index,
-                        fl__keytab_used(&t));
-    memset(info, 0, sizeof *info);
-    if (fl__key_published(&t, index, info->key) != 0)
-        return fl__fail(-ENOENT, "lock slot %u holds no published key", index);
-    struct fl__slot *sl = fl__slot_at(r, index);
-    /* The counters before the pair: a release counted between the two
-     * reads (by an acquisition after it) can then be missed, never counted
-     * twice (COUNTERS).  relaxed: display only. */
-    uint64_t c[FL__C_COUNT];
-    for (int i = 0; i < FL__C_COUNT; i++)
-        c[i] = atomic_load_explicit(&sl->counters[i], memory_order_relaxed);
-    uint64_t s = 0, l = 0;
-    fl__pair_load(&sl->pair, &s, &l);
-    uint64_t now = fl__now(r);
-    info->token = s >> FL__TOKEN_SHIFT;
-    if (s & FL__HELD) {
-        int64_t left = (int64_t)(fl__deadline_ns(r, l) - now);
-        bool void_boot = r->other_boot;
-        info->state = (left > 0 && !void_boot) ? FL_LOCK_HELD : FL_LOCK_EXPIRED;
-        info->lease_left_ns = void_boot ? -1 : left;
-        info->holder_client = fl__owner(l);
-    } else {
-        info->state = FL_LOCK_FREE;
-        if (l & FL__FREED_BY_DEATH)
-            info->last_release = FL_LEASE_OWNER_DIED;
-        else if (l & FL__FREED_VOID)
-            info->last_release = FL_LEASE_EXPIRED;
-    }
-    /* relaxed: display only */
-    info->holder_pid = atomic_load_explicit(&sl->holder_pid, memory_order_relaxed);
-    info->holder_client_id = atomic_load_explicit(&sl->holder_client_id, memory_order_relaxed);
-    info->waiters = atomic_load_explicit(&sl->waiters, memory_order_relaxed);
-    info->acquisitions = c[FL__C_ACQUISITIONS];
-    info->contended = c[FL__C_CONTENDED];
-    info->expiries_taken = c[FL__C_EXPIRIES_TAKEN];
-    info->deaths = c[FL__C_DEATHS];
-    info->renewals = c[FL__C_RENEWALS];
-    info->renew_failed = c[FL__C_RENEW_FAILED];
-    /* The last holding's release is counted by the next acquisition: a
-     * free pair with no FREED_* mark after a token was issued is one more. */
-    info->releases = c[FL__C_RELEASES] + (!(s & FL__HELD) && l == 0 && info->token != 0);
-    info->release_failed = c[FL__C_RELEASE_FAILED];
-    info->busy = c[FL__C_BUSY];
-    info->timeouts = c[FL__C_TIMEOUTS];
-    info->last_stale_token = atomic_load_explicit(&sl->last_stale_token, memory_order_relaxed);
-    info->last_stale_pid = atomic_load_explicit(&sl->last_stale_pid, memory_order_relaxed);
-    info->last_stale_op = atomic_load_explicit(&sl->last_stale_op, memory_order_relaxed);
-    return 0;
 }

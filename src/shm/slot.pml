@@ -1,19 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * slot.pml - a Promela model of the lock-slot protocol of src/slot.c: the
+ * slot.pml - a Promela model of the lock-slot protocol of src/shm/slot.c: the
  * pair CAS, waiting on wake_seq (and the wake_needed flag), expiry takeover
  * and the supervisor's reap.
  * tests/model checks it with spin (ctest -R model_slot); README there.
  *
- * C-VERSION: the line after this comment names the blobs of src/slot.c and
- * src/arch/pair.h (the pair CAS and fl__pair_load) the model was last
- * checked against (ctest runs model_slot_sync and model_slot_sync_pair to
- * compare).  When either changes: re-read them and the model, fix the
- * model, run the checks, and put the new blob there (`git hash-object
- * src/slot.c src/arch/pair.h`).
+ * C-VERSION: the line after this comment names the blobs of src/shm/slot.c,
+ * src/shm/arch/pair.h (the pair CAS and fl__pair_load) and src/shm/spin.h
+ * (the spin before a sleep) the model was last checked against (ctest runs
+ * model_slot_sync, model_slot_sync_pair and model_slot_sync_spin to compare them).  When
+ * one changes: re-read them and the model, fix the model, run the checks,
+ * and put the new blob there (`git hash-object src/shm/slot.c
+ * src/shm/arch/pair.h src/shm/spin.h`).
  *
- * WHAT IT MATCHES: src/slot.c and src/arch/pair.h at those blobs, step for
- * step:
+ * WHAT IT MATCHES: src/shm/slot.c, src/shm/arch/pair.h and src/shm/spin.h
+ * at those blobs, step for step:
  *   pair      state = token << 1 | HELD; lease = owner, deadline while held,
  *             0 or FREED_BY_DEATH while free.  Every transition is one
  *             16-byte CAS of both words (fl__pair_cas: cmpxchg16b, or casp
@@ -22,7 +23,7 @@
  *   load      fl__pair_load: load state; load lease; load state again;
  *             retry until the two state loads agree.
  *   acquire   load; read the clock; held and not expired: the first time,
- *             spin on the state word (changed: look again); then
+ *             spin on the state word (spin.h; changed: look again); then
  *             fl__wait_for_change: seq = wake_seq; waiters++;
  *             wake_needed = 1; load state, load lease; both unchanged:
  *             futex_wait(wake_seq, seq, until the deadline of the lease
@@ -150,7 +151,7 @@
  *     view on both architectures (docs/memory-orders.md); the memory
  *     orders themselves are not checked.
  *   - The spin loop is one load of the state word, and every waiter may
- *     spin once.  In C only some do (slot.c SPINNING: all while nobody
+ *     spin once.  In C only some do (spin.h SPINNING: all while nobody
  *     sleeps; behind sleepers, the one waiter that claims the holding,
  *     when the holder took the key on another CPU): a subset of what the
  *     model allows.  The two hints that decide it (holder_cpu, stored
@@ -256,8 +257,15 @@
  * unchanged for x86-64, and added aarch64's CAS (casp or ldaxp/stlxp, with
  * the same contract): no step of the model changed, only where the code
  * lives. */
-/* C-VERSION: src/slot.c git-blob d1b019b18dba1d99a24619d9c99b2f73419a0688,
- *            src/arch/pair.h git-blob 45e7522c2cfac30b62696ad91b30a8c876593ed4 */
+/* Issue 27 moved slot.c and pair.h into src/shm/, the spin into
+ * src/shm/spin.h, fl_cancel_* into src/cancel.c (the wait reaches the
+ * cancel object through cancel.h: the same seq_cst publication and flag
+ * reads) and fl_lock_info_get into inspect.c, and made the handle a
+ * struct fl__shm: no step of the model changed, only where the code
+ * lives. */
+/* C-VERSION: src/shm/slot.c git-blob 8ae9811ad97bbb9f8d8c7d41a5cb63008b697e0e,
+ *            src/shm/arch/pair.h git-blob 45e7522c2cfac30b62696ad91b30a8c876593ed4,
+ *            src/shm/spin.h git-blob 15e6341db7b8203e496c828cd0504e1e9f0d42cd */
 
 #ifndef NC
 #define NC 3
