@@ -27,6 +27,7 @@
 #include <cmocka.h>
 
 #include "agent.h"
+#include "fixture.h"
 #include "tracer.h"
 
 #define LONG_LEASE AG_S(60)
@@ -34,48 +35,39 @@
 /* I5 */
 static void test_sigkill_holder_wakes_waiter(void **state)
 {
-    (void)state;
-    th_daemon d;
-    const char *region = th_path("death.region");
-    ag_daemon_start(&d, region);
-    fl_region *ro;
-    assert_int_equal(fl_open_readonly(region, &ro), 0);
+    fx_env *e = *state; /* a fencelockd, a read-only handle, 2 agents: fixture.h */
+    fl_region *ro = e->ro;
+    ag *H = &e->a[0], *W = &e->a[1];
+    assert_int_equal(H->registered, 1);
 
-    ag H, W;
-    ag_start(&H, region);
-    assert_int_equal(H.open_rc, 0);
-    assert_int_equal(H.registered, 1);
-    ag_start(&W, region);
-    assert_int_equal(W.open_rc, 0);
-
-    ag_reply rh = ag_do(&H, "acq h death/key %llu 0", (unsigned long long)LONG_LEASE);
+    ag_reply rh = ag_do(H, "acq h death/key %llu 0", (unsigned long long)LONG_LEASE);
     assert_int_equal(rh.rc, 0);
-    ag_reply rh2 = ag_do(&H, "acq h2 death/other %llu 0", (unsigned long long)LONG_LEASE);
+    ag_reply rh2 = ag_do(H, "acq h2 death/other %llu 0", (unsigned long long)LONG_LEASE);
     assert_int_equal(rh2.rc, 0);
 
     /* the lock names its registered holder */
     fl_lock_info hi;
     assert_int_equal(ag_lock_info(ro, "death/key", &hi), 0);
-    assert_int_equal(hi.holder_pid, (uint32_t)H.c.pid);
+    assert_int_equal(hi.holder_pid, (uint32_t)H->c.pid);
     assert_true(hi.holder_client != 0);
     fl_client_info ci;
     assert_int_equal(fl_client_info_get(ro, hi.holder_client, &ci), 0);
-    assert_int_equal(ci.pid, (uint32_t)H.c.pid);
+    assert_int_equal(ci.pid, (uint32_t)H->c.pid);
     assert_int_equal(ci.client_id, hi.holder_client_id);
     assert_int_equal(ci.attached, 1);
 
     /* W blocks in fl_acquire with a long timeout */
-    ag_send(&W, "acq w death/key %llu %lld", (unsigned long long)LONG_LEASE,
+    ag_send(W, "acq w death/key %llu %lld", (unsigned long long)LONG_LEASE,
             (long long)AG_S(50));
     assert_true(ag_wait_waiters(ro, "death/key", 1, 20000));
-    assert_true(ag_wait_sleeping(W.c.pid, 20000));
+    assert_true(ag_wait_sleeping(W->c.pid, 20000));
 
     uint64_t t_kill = th_now_ns();
-    int st = ag_kill(&H);
+    int st = ag_kill(H);
     assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
 
     ag_reply rw;
-    assert_int_equal(ag_read(&W, &rw, 40000), 0);
+    assert_int_equal(ag_read(W, &rw, 40000), 0);
     assert_int_equal(rw.rc, 0);
     assert_int_equal(rw.token, rh.token + 1);
     assert_true(rw.flags & FL_LEASE_OWNER_DIED);
@@ -85,30 +77,26 @@ static void test_sigkill_holder_wakes_waiter(void **state)
     assert_true(rw.t_end < rh.deadline_ns);
 
     /* the other key it held is free too, and says why */
-    assert_true(th_daemon_log_wait(&d, "lock_released_by_death", 2, 20000));
-    assert_true(th_daemon_log_count(&d, "\"key\":\"death/key\"") >= 1);
-    assert_true(th_daemon_log_count(&d, "\"key\":\"death/other\"") >= 1);
+    assert_true(th_daemon_log_wait(&e->d, "lock_released_by_death", 2, 20000));
+    assert_true(th_daemon_log_count(&e->d, "\"key\":\"death/key\"") >= 1);
+    assert_true(th_daemon_log_count(&e->d, "\"key\":\"death/other\"") >= 1);
     fl_lock_info li;
     assert_int_equal(ag_lock_info(ro, "death/other", &li), 0);
     assert_int_equal(li.state, FL_LOCK_FREE);
     assert_int_equal(li.last_release, FL_LEASE_OWNER_DIED);
     assert_int_equal(li.deaths, 1);
-    ag_reply r = ag_do(&W, "acq w2 death/other %llu 0", (unsigned long long)LONG_LEASE);
+    ag_reply r = ag_do(W, "acq w2 death/other %llu 0", (unsigned long long)LONG_LEASE);
     assert_int_equal(r.rc, 0);
     assert_int_equal(r.token, rh2.token + 1);
     assert_true(r.flags & FL_LEASE_OWNER_DIED);
-    assert_int_equal(ag_do(&W, "rel w2").rc, 0);
-    assert_int_equal(ag_do(&W, "rel w").rc, 0);
+    assert_int_equal(ag_do(W, "rel w2").rc, 0);
+    assert_int_equal(ag_do(W, "rel w").rc, 0);
 
     /* the next holder after a normal release is not told of a death */
-    r = ag_do(&W, "acq w death/key %llu 0", (unsigned long long)LONG_LEASE);
+    r = ag_do(W, "acq w death/key %llu 0", (unsigned long long)LONG_LEASE);
     assert_int_equal(r.rc, 0);
     assert_int_equal(r.flags, 0);
-    assert_int_equal(ag_do(&W, "rel w").rc, 0);
-
-    assert_int_equal(ag_stop(&W), 0);
-    fl_close(ro);
-    th_daemon_stop(&d, SIGTERM);
+    assert_int_equal(ag_do(W, "rel w").rc, 0);
 }
 
 /* I5: fl_close with a lock held releases it as if the process had died. */
@@ -409,7 +397,7 @@ static void test_supervisor_start_wakes_stranded_sleeper(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(test_sigkill_holder_wakes_waiter, ag_teardown),
+        fx_unit_test(test_sigkill_holder_wakes_waiter, "death.region", 2),
         cmocka_unit_test_teardown(test_close_releases_as_death, ag_teardown),
         cmocka_unit_test_teardown(test_unregistered_death_falls_back_to_lease, ag_teardown),
         cmocka_unit_test_teardown(test_inherited_socket_does_not_keep_locks, ag_teardown),

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "agent.h"
+#include "fixture.h"
 
 #define KEY "seed/render-job"
 #define SHORT_LEASE AG_MS(300)
@@ -122,34 +123,26 @@ static void test_stopped_holder_loses_key_to_waiter(void **state)
  * (no token consumed, nothing re-taken), and B waits with FL_WAIT_FOREVER. */
 static void test_stale_release_on_free_key(void **state)
 {
-    (void)state;
-    th_daemon d;
-    const char *region = th_path("seed2.region");
-    ag_daemon_start(&d, region);
-    fl_region *ro;
-    assert_int_equal(fl_open_readonly(region, &ro), 0);
-    ag A, B;
-    ag_start(&A, region);
-    ag_start(&B, region);
-    assert_int_equal(A.open_rc, 0);
-    assert_int_equal(B.open_rc, 0);
+    fx_env *e = *state; /* a fencelockd, a read-only handle, 2 agents: fixture.h */
+    fl_region *ro = e->ro;
+    ag *A = &e->a[0], *B = &e->a[1];
 
-    ag_reply ra = ag_do(&A, "acq a " KEY " %llu 0", (unsigned long long)SHORT_LEASE);
+    ag_reply ra = ag_do(A, "acq a " KEY " %llu 0", (unsigned long long)SHORT_LEASE);
     assert_int_equal(ra.rc, 0);
-    assert_int_equal(kill(A.c.pid, SIGSTOP), 0);
-    assert_true(th_wait_stopped(A.c.pid, 10000));
+    assert_int_equal(kill(A->c.pid, SIGSTOP), 0);
+    assert_true(th_wait_stopped(A->c.pid, 10000));
 
-    ag_reply rb = ag_do(&B, "acq b " KEY " %llu -1", (unsigned long long)LONG_LEASE);
+    ag_reply rb = ag_do(B, "acq b " KEY " %llu -1", (unsigned long long)LONG_LEASE);
     assert_int_equal(rb.rc, 0);
     assert_int_equal(rb.token, ra.token + 1);
     assert_true(rb.flags & FL_LEASE_EXPIRED);
     assert_true(rb.t_end >= ra.deadline_ns);
-    assert_int_equal(ag_do(&B, "rel b").rc, 0);
+    assert_int_equal(ag_do(B, "rel b").rc, 0);
 
-    assert_int_equal(kill(A.c.pid, SIGCONT), 0);
-    assert_int_equal(ag_do(&A, "renew a %llu", (unsigned long long)LONG_LEASE).rc, -ESTALE);
-    assert_int_equal(ag_do(&A, "rel a").rc, -ESTALE);
-    assert_int_equal(ag_do(&A, "check a").rc, -ESTALE);
+    assert_int_equal(kill(A->c.pid, SIGCONT), 0);
+    assert_int_equal(ag_do(A, "renew a %llu", (unsigned long long)LONG_LEASE).rc, -ESTALE);
+    assert_int_equal(ag_do(A, "rel a").rc, -ESTALE);
+    assert_int_equal(ag_do(A, "check a").rc, -ESTALE);
 
     fl_lock_info li;
     assert_int_equal(ag_lock_info(ro, KEY, &li), 0);
@@ -157,23 +150,18 @@ static void test_stale_release_on_free_key(void **state)
     assert_int_equal(li.token, rb.token);
     assert_int_equal(li.last_release, 0);
 
-    ag_reply r = ag_do(&B, "acq b " KEY " %llu 0", (unsigned long long)LONG_LEASE);
+    ag_reply r = ag_do(B, "acq b " KEY " %llu 0", (unsigned long long)LONG_LEASE);
     assert_int_equal(r.rc, 0);
     assert_int_equal(r.token, rb.token + 1);
     assert_int_equal(r.flags, 0);
-    assert_int_equal(ag_do(&B, "rel b").rc, 0);
-
-    assert_int_equal(ag_stop(&A), 0);
-    assert_int_equal(ag_stop(&B), 0);
-    fl_close(ro);
-    th_daemon_stop(&d, SIGTERM);
+    assert_int_equal(ag_do(B, "rel b").rc, 0);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_stopped_holder_loses_key_to_waiter, ag_teardown),
-        cmocka_unit_test_teardown(test_stale_release_on_free_key, ag_teardown),
+        fx_unit_test(test_stale_release_on_free_key, "seed2.region", 2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
