@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""checker_test.py - proves the chaos checker is not vacuous.
+"""chaos_checker.py - proves the chaos checker is not vacuous.
 
 Runs one short chaos run (no stress, frequent worker kills) that must pass,
 then, on copies of its logs, forges one kind of broken history at a time --
 a duplicated token, a lease taken early, a rejected value read, a stale read,
 a lost commit, a death not reported, a wait on a free lock, a busy wait, an
 accepted other-key commit, ... -- and requires `fl_chaos --check` to exit 1
-naming the expected violation.  Usage: checker_test.py PATH/TO/fl_chaos
+naming the expected violation.  Usage: chaos_checker.py PATH/TO/fl_chaos
 """
 import os
 import re

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""linz_checker_test.py - proves the linearizability checker (linz.c,
+"""linz_checker.py - proves the linearizability checker (linz.c,
 `fl_chaos --check-history`) is not vacuous and not too strict.
 
 Hand-made histories of acquisitions, commits, reads and releases (times in
 milliseconds here, nanoseconds in the file): each good one -- concurrency,
 unknown outcomes (EAGAIN, no answer) that did or did not take effect, even
 late -- must pass; each bad one must fail naming its rule (linz.h lists
-them).  Usage: linz_checker_test.py PATH/TO/fl_chaos
+them).  Usage: linz_checker.py PATH/TO/fl_chaos
 """
 import os
 import subprocess

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_cli_bad_region.c - `fencelock status` on region files it must refuse
+ * cli_bad_region.c - `fencelock status` on region files it must refuse
  * (missing, empty, garbage, a directory, truncated, another format version,
  * unreadable: exit status 3 and one line naming the file) and on files it
  * must read without writing (read-only, of an earlier boot).

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_cli_commit.c - `fencelock commit` and `fencelock read`: fenced records
+ * cli_commit.c - `fencelock commit` and `fencelock read`: fenced records
  * from a shell.  The seed scenario as a shell script (commit_seed.sh) with
  * fencelock run and a real SIGSTOP; every documented exit status; the JSON
  * form of read; the key and token from fencelock run's environment.
@@ -189,7 +189,7 @@ static void test_exit_statuses(void **state)
     assert_status(&r, "read", 2);
     run_result_free(&r);
     /* 5 (a value torn by an unclean stop of a region on disk) is made in
-     * tests/durability/boundaries.c: here, that it is documented. */
+     * tests/fault/boundaries.c: here, that it is documented. */
     assert_exit_documented("read", 5);
     assert_int_equal(fl_release(region_, &b), 0);
     assert_int_equal(fl_release(region_, &other), 0);

@@ -6,7 +6,7 @@ and the metrics writer are made from: a field added to the header without
 its entry would be shown nowhere.  The compiler checks the other way (an
 entry that names no field does not build).
 
-  info_fields_test.py SOURCE_DIR
+  cli_info_fields.py SOURCE_DIR
 """
 import os
 import re

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_cli_metrics.c - the label values of `fencelock metrics` name their
+ * cli_metrics.c - the label values of `fencelock metrics` name their
  * keys injectively: keys that an escape could confuse (the byte 0xff and
  * the four characters \xff, a tab and the text \x09, ...) are distinct
- * series, the text passes the strict checker of tests/signals, and every
+ * series, the text passes the strict checker of tests/observability, and every
  * label decodes, as fencelock(1) says, to its key's bytes.
  */
 #include <stdarg.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_cli_status.c - `fencelock status` on live regions served by a real
+ * cli_status.c - `fencelock status` on live regions served by a real
  * fencelockd: what the tables and the JSON document show for a fresh
  * region, for keys held, freed, expired and orphaned by a dead holder, for
  * records with accepted and rejected commits, for keys that need escaping,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_cli_status_skipped.c - `fencelock status` says what it does not list.
+ * cli_status_skipped.c - `fencelock status` says what it does not list.
  *
  * A lock slot or record in use whose key (name) is not published - abandoned
  * by a creator that lost a race, or corrupt - is not listed; the header's

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_cli_truncated.c - a region file truncated under the programs that map
+ * cli_truncated.c - a region file truncated under the programs that map
  * it (I9).  Any process that may write the file can shrink it (`truncate -s
  * 4096 REGION`); every later access to a lost page of a mapping is SIGBUS.
  * Neither program may die of it silently:

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_cli_usage.c - the fencelock tool's command line: help and version
+ * cli_usage.c - the fencelock tool's command line: help and version
  * texts, and bad usage (exit status 2, one message and a hint on stderr,
  * nothing on stdout); every exit status documented alike in each command's
  * --help and in fencelock(1), and every one the code defines among them.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_run.c - `fencelock run` with real processes, a real fencelockd and
+ * run_command.c - `fencelock run` with real processes, a real fencelockd and
  * real signals: the command's environment and process group, exit statuses
  * passed through, signals forwarded, and what happens when the lease is lost
  * (fencelock run stopped with SIGSTOP past its lease while another process

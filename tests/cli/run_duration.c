@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_duration.c - the one duration parser of every program
+ * run_duration.c - the one duration parser of every program
  * (src/common/duration.c: fencelock run and status, fencelockd, the chaos
  * harness): what is accepted, exactly what it means, what is refused and
  * why, that the exact format reads back, and the brief one of the views.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_run_tty.c - `fencelock run` on a terminal (a pseudo-terminal of the
+ * run_tty.c - `fencelock run` on a terminal (a pseudo-terminal of the
  * test's own, fencelock run the session leader in front of it): the command,
  * in a process group of its own, gets the terminal, so it can read it, ^C
  * reaches it (once: fencelock run is not in front), and after ^Z stops it,

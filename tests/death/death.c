@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_death.c - a holder that dies is noticed by the supervisor.
+ * death.c - a holder that dies is noticed by the supervisor.
  *
  * I5: a registered holder killed with SIGKILL while holding a 60 s lease
  * has its locks freed by fencelockd long before the lease ends; a waiter

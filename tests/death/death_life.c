@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_life.c - a holder's death reaches its waiters through its life word
+ * death_life.c - a holder's death reaches its waiters through its life word
  * (src/life.c), with fencelockd running and with fencelockd stopped.
  *
  * I5 I10: a registered holder killed with SIGKILL while waiters sleep on
@@ -10,7 +10,7 @@
  * comes after the death does too; execve of the holder is a death.
  * I5: not a death: a holder thread that exits while its process lives, and
  * a new client in the client entry of one that died (entry reuse); an
- * unregistered holder's lock ends at its deadline (test_death.c).
+ * unregistered holder's lock ends at its deadline (death.c).
  */
 #include <errno.h>
 #include <signal.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_etcd_api.c - the public API on a real one-member etcd cluster: every
+ * etcd_api.c - the public API on a real one-member etcd cluster: every
  * call keeps its meaning and its documented errors (I13).  One member for
  * the whole file; each test works under its own prefix.
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_etcd_client.c - the etcd client's pieces without a cluster: the
+ * etcd_client.c - the etcd client's pieces without a cluster: the
  * region URI (every malformed form, every bad prefix byte, the reserved
  * segments that keep prefixes apart), strict base64, the untrusted-answer
  * accessors (wrong types, signs, huge numbers, bad base64), and the record

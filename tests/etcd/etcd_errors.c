@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_etcd_errors.c - the errors a network adds, each as documented:
+ * etcd_errors.c - the errors a network adds, each as documented:
  *
  *   -EINVAL           malformed URIs, prefixes with bad bytes
  *   -EHOSTUNREACH     no endpoint answers (refused, or silent past the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_etcd_faults.c - tokens stay strictly increasing per key through the
+ * etcd_faults.c - tokens stay strictly increasing per key through the
  * faults of a real cluster, and the errors in between are the documented
  * ones:
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_etcd_latency.c - what each call costs on etcd: three members on
+ * etcd_latency.c - what each call costs on etcd: three members on
  * loopback, one client, kept-alive connections; medians and 99th
  * percentiles of the raw etcd requests (lease grant, keepalive) and of the
  * public calls (acquire = grant + Txn, fenced commit = one Txn, release = Txn

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_etcd_linz.c - commits, reads and tokens stay linearizable on etcd
+ * etcd_linz.c - commits, reads and tokens stay linearizable on etcd
  * under faults (issue 15).
  *
  * Five client processes, each with its own handle on its own endpoints (c0
@@ -16,7 +16,7 @@
  *   m2's network namespace cut off, joined again (root and ip; without them
  *   the cut is left out, unless FL_REQUIRE_NETNS=1, which fails the test).
  * At the end a fresh handle reads every record.  The history goes to the
- * linearizability checker (tests/chaos/linz.c: the rules are in linz.h):
+ * linearizability checker (tests/lib/linz.c: the rules are in linz.h):
  * tokens per key strictly increasing in real time, accepted commits in
  * token order consistent with real time, every read one accepted (or
  * unknown: -EAGAIN) commit's value and token not yet superseded within the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_etcd_netns.c - a member cut off from the network (issue 15).
+ * etcd_netns.c - a member cut off from the network (issue 15).
  *
  * Three members: m0 and m1 on this host's end of a veth pair, m2 inside a
  * network namespace of its own, on the other end.  The namespace is then

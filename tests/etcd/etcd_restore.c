@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_etcd_restore.c - tokens never go backwards after an etcd snapshot
+ * etcd_restore.c - tokens never go backwards after an etcd snapshot
  * restore (a real `etcdctl snapshot save` and `etcdctl snapshot restore`).
  *
  * A restore brings the cluster back to the snapshot's revision, so etcd

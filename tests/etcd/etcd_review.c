@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_etcd_review.c - the defects a hostile review of the etcd backend
+ * etcd_review.c - the defects a hostile review of the etcd backend
  * reproduced (issue 25, section 3), each as the scenario that showed it,
  * against a real member (and, where an answer must be lost at a chosen
  * moment, a fake that relays to it):

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_etcd_secure.c - fencelock on a secured cluster (TLS and RBAC, the
+ * etcd_secure.c - fencelock on a secured cluster (TLS and RBAC, the
  * way production clusters run): three members started by the harness with
  * a CA, member and client certificates made by openssl here, client
  * certificates required, auth on, simple tokens that end after 3 s idle.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_etcd_seed.c - the seed scenario across "hosts": a three-member etcd
+ * etcd_seed.c - the seed scenario across "hosts": a three-member etcd
  * cluster, holder A talking to member 0 only, B to member 1 only, each a
  * process of its own.
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_files.c - fencing a file store with the fenced-pointer pattern
+ * files_pointer.c - fencing a file store with the fenced-pointer pattern
  * (examples/fenced_files): each writer writes DIR/NAME.<token> atomically,
  * then commits the pointer record NAME (fl_commit_u64, strict).  The seed
  * scenario with real processes: A stopped across its lease expiry, B writes

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_pause.c - a holder stopped (or killed) at arbitrary instructions.
+ * fault_pause.c - a holder stopped (or killed) at arbitrary instructions.
  *
  * I4: a process stopped at any instruction inside acquire, renew, release
  * or key creation delays others by at most its own lease: a worker runs

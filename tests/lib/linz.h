@@ -4,8 +4,8 @@
  * (issue 15): given a history of acquisitions, commits, reads and releases
  * with the invocation and response time of each, decide whether some order
  * of them, consistent with real time, explains every answer.  Used by the
- * etcd fault test (tests/etcd/test_etcd_linz.c) and by
- * `fl_chaos --check-history FILE`; tests/chaos/linz_checker_test.py feeds
+ * etcd fault test (tests/etcd/etcd_linz.c) and by
+ * `fl_chaos --check-history FILE`; tests/chaos/linz_checker.py feeds
  * it forged histories it must reject.  It knows nothing of the backend.
  *
  * HISTORY FORMAT (text, one operation a line, any order; # starts a comment)

@@ -2,7 +2,7 @@
 /*
  * rec_common.h - what the record tests share: self-checking payloads, region
  * set-up, children that report over pipes, and a profile of one whole
- * fl_commit() under ptrace (tests/common/tracer.h drives the stepping).
+ * fl_commit() under ptrace (tests/lib/tracer.h drives the stepping).
  *
  * Children never use cmocka asserts (a failing assert would longjmp inside a
  * forked copy of the runner): they report over their pipe and exit with a

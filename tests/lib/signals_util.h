@@ -4,7 +4,7 @@
  * supervisor started with extra options, its log as one JSON array for
  * python3 to query, the strict exposition checker (check_exposition.py),
  * and waits on files the supervisor rewrites.  Running programs and asking
- * python3 about JSON come from tests/cli/cli_util.h.
+ * python3 about JSON come from tests/lib/cli_util.h.
  */
 #ifndef FL_TEST_SIGNALS_UTIL_H
 #define FL_TEST_SIGNALS_UTIL_H

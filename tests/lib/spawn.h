@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * spawn.h - what the tests of the write paths (tests/run, tests/sql,
- * tests/files) share: starting a real program with a pipe to its standard
- * input, a pipe from its standard output, its standard error in a file and
- * an optional report pipe on fd 3; reading its lines with timeouts; and
- * waiting for it.  Every process dies with the test (PR_SET_PDEATHSIG).
+ * spawn.h - what the tests of the write paths (run_* in tests/cli, tests/sql,
+ * files_pointer in tests/examples) share: starting a real program with a
+ * pipe to its standard input, a pipe from its standard output, its standard
+ * error in a file and an optional report pipe on fd 3; reading its lines
+ * with timeouts; and waiting for it.  Every process dies with the test
+ * (PR_SET_PDEATHSIG).
  * Events are ordered by these lines and waits, never by sleeps.
  */
 #ifndef FL_TEST_SPAWN_H

@@ -23,7 +23,7 @@
 /* The stepping functions (tr_run_to, tr_step, tr_run_to_addr, tr_rip) read
  * and write x86-64 registers (rip, rsp, int3): x86-64 only.  Elsewhere they
  * fail (-1) with a message and TR_SUPPORTED is 0, and the tests that step
- * through the library (rec_ptrace, rec_kill, two cases of integ_death) are
+ * through the library (rec_ptrace, rec_kill, two cases of death) are
  * not built or skip.  (They could not run in the aarch64 cross test anyway:
  * qemu-user does not let one guest process ptrace another.) */
 #if defined(__x86_64__)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_abi.c - the run-time side of the ABI policy (docs/abi.md), through the
+ * lock_abi.c - the run-time side of the ABI policy (docs/abi.md), through the
  * public header only, against a real fencelockd:
  * - fl_version() and fl_version_number() agree with FL_VERSION_STRING,
  *   FL_VERSION_NUMBER and FL_VERSION_MAJOR/MINOR/PATCH;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_bad_input.c - bad region files and bad arguments get clear errors.
+ * lock_bad_input.c - bad region files and bad arguments get clear errors.
  *
  * I9: a missing, empty, garbage, foreign, truncated, wrong-version or
  * corrupt region file is refused with the documented code and an

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_clock.c - leases follow the handle's monotonic clock and nothing else.
+ * lock_clock.c - leases follow the handle's monotonic clock and nothing else.
  *
  * I11: with a fake clock substituted (fl__region_set_clock), expiry,
  * deadlines and renewals follow only the fake clock: frozen, a 1 ms lease

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_key_handle.c - key handles (fl_key_resolve, fl_acquire_key,
+ * lock_key_handle.c - key handles (fl_key_resolve, fl_acquire_key,
  * fl_acquire_key_cancelable) and the lock slot's counters, against a real
  * fencelockd.
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_lease.c - try/timeout semantics, renewal, and stale leases.
+ * lock_lease.c - try/timeout semantics, renewal, and stale leases.
  *
  * I1: a failed try or a timed-out wait consumes no token (the next
  * successful token is the previous one + 1).

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_overflow.c - tokens never wrap; deadlines that do not fit are refused.
+ * lock_overflow.c - tokens never wrap; deadlines that do not fit are refused.
  *
  * I1: when a key's token counter is spent for the current epoch (and no
  * supervisor advances the epoch), or FL_TOKEN_MAX is reached, acquisition

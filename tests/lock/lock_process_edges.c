@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_process_edges.c - a handle used after fork (I12, I5), and processes
+ * lock_process_edges.c - a handle used after fork (I12, I5), and processes
  * in other time namespaces sharing a region (I4, I11).
  *
  * Real fencelockd, real fork(), real time namespaces (unshare(CLONE_NEWTIME)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_seed.c - the seed scenario, with real processes and real signals.
+ * lock_seed.c - the seed scenario, with real processes and real signals.
  *
  * A acquires a key with a short lease and is stopped (SIGSTOP) before it
  * would write; its lease runs out; B, waiting, takes the key over with a

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_tokens.c - fencing tokens are unique and strictly increasing per key
+ * lock_tokens.c - fencing tokens are unique and strictly increasing per key
  * under contention from several processes with several threads each.
  *
  * I1.  Three processes with three threads each hammer one hot key and 64

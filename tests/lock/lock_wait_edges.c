@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_wait_edges.c - the early returns around a wait in fl_acquire: a wait
+ * lock_wait_edges.c - the early returns around a wait in fl_acquire: a wait
  * on a key this handle holds is -EDEADLK at once (not a self-takeover after
  * its own lease), while another handle's or process's hold is still waited
  * for; and a wait ended by an fl_cancel from another thread or a signal

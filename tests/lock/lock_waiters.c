@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_waiters.c - waiting: no lost wakeups, no busy waiting.
+ * lock_waiters.c - waiting: no lost wakeups, no busy waiting.
  *
  * I6: waiters asleep on a held key; one is killed with SIGKILL while asleep,
  * one times out, one is interrupted by a signal; when the key is released

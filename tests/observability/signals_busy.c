@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_busy.c - failed attempts leave a trace: every try that finds a key
+ * signals_busy.c - failed attempts leave a trace: every try that finds a key
  * held (-EBUSY, `fencelock run -n`) and every wait that gives up
  * (-ETIMEDOUT, `fencelock run --wait`) is counted on the key, and shown by
  * `fencelock status --json` and `fencelock metrics`.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_counters.c - the counters are exact under concurrent multi-process
+ * signals_counters.c - the counters are exact under concurrent multi-process
  * load, and the statistics among them (fencelock.h, fl_lock_info) never
  * count high.
  *

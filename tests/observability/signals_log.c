@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_log.c - the supervisor's log lines for the signals, parsed by
+ * signals_log.c - the supervisor's log lines for the signals, parsed by
  * python3's strict JSON parser and checked field by field:
  *
  * - fencing_rejection: one line per refused commit, strict commit, renew

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_metrics.c - `fencelock metrics` and fencelockd --metrics-file:
+ * signals_metrics.c - `fencelock metrics` and fencelockd --metrics-file:
  * Prometheus text exposition checked by the strict check_exposition.py.
  *
  * - the checker itself refuses each way of breaking the format (so that

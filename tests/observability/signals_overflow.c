@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_overflow.c - the event ring overflows without losing a count.
+ * signals_overflow.c - the event ring overflows without losing a count.
  *
  * The supervisor is stopped with SIGSTOP, so nobody drains the ring of
  * 4096 events; a client then posts 5000 fencing rejections (the same stale

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_status.c - the status views of the signals, without a terminal:
+ * signals_status.c - the status views of the signals, without a terminal:
  *
  * - `fencelock status KEY`: every field of one key and of the records it
  *   fences, as text and as JSON; a missing key exits 4;
@@ -10,7 +10,7 @@
  *   --json; a reader that goes away (| head) ends it quietly with status 0;
  * - the new options' bad usage.
  *
- * (test_watch.c drives --watch in a real terminal.)
+ * (signals_watch.c drives --watch in a real terminal.)
  */
 #include <errno.h>
 #include <poll.h>

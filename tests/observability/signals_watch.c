@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_watch.c - `fencelock status --watch` in a real terminal: tmux runs
+ * signals_watch.c - `fencelock status --watch` in a real terminal: tmux runs
  * it in a detached 160x40 session (a private server on a socket in the
  * test's directory), the test reads the screen with capture-pane and types
  * with send-keys.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_postgres.c - the fenced SQL write from C through libpq, against a
+ * sql_postgres_c.c - the fenced SQL write from C through libpq, against a
  * real PostgreSQL server started for this run (pg_server.c): the seed
  * scenario with examples/sql_postgres as the writers, A stopped across its
  * lease expiry.  Without the server binaries this fails; it does not skip.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_sqlite_c.c - the fenced SQL write from C, in SQLite (embedded: part of
+ * sql_sqlite_c.c - the fenced SQL write from C, in SQLite (embedded: part of
  * the default suite): examples/sql_sqlite run as real processes against a
  * real fencelockd, the writer A stopped across its lease expiry.
  */

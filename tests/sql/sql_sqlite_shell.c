@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_sqlite_shell.c - the fenced SQL write from a shell script:
+ * sql_sqlite_shell.c - the fenced SQL write from a shell script:
  * examples/sql_sqlite.sh runs `fencelock run KEY -- sh -c '... sqlite3 ...'`
  * with the update fenced by $FENCELOCK_TOKEN.  The seed scenario: the whole
  * of A (fencelock run and its command) stopped across A's lease expiry; B

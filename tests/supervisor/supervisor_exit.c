@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_exit.c - fencelockd's exit statuses (the one table, FLD_EXIT_TABLE in
+ * supervisor_exit.c - fencelockd's exit statuses (the one table, FLD_EXIT_TABLE in
  * src/fencelockd/fencelockd.h; fencelockd(8), EXIT STATUS), each provoked in
  * a real fencelockd, each with the one line that says why and names the
  * file or the option:

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_fdlimit.c - fencelockd and its open-files limit (I5, I7, I12).
+ * supervisor_fdlimit.c - fencelockd and its open-files limit (I5, I7, I12).
  *
  * Every client costs the supervisor two descriptors.  It raises its soft
  * RLIMIT_NOFILE at start as far as --clients needs and the hard limit

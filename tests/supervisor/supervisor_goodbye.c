@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_goodbye.c - the supervisor tells a death from a clean close (I5, I9).
+ * supervisor_goodbye.c - the supervisor tells a death from a clean close (I5, I9).
  *
  * A clean fl_close says goodbye on the registration socket before it shuts
  * it down; only then does fencelockd log the client "closed".  A killed

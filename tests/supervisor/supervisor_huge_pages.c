@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_huge_pages.c - fencelockd --huge-pages (issue 17).
+ * supervisor_huge_pages.c - fencelockd --huge-pages (issue 17).
  *
  * Where the kernel does not allow huge pages for the region's file (a disk
  * file system, tmpfs without huge=), fencelockd logs one

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_notify.c - fencelockd speaks the systemd notify protocol: READY=1 once
+ * supervisor_notify.c - fencelockd speaks the systemd notify protocol: READY=1 once
  * the region is ready, WATCHDOG=1 every half $WATCHDOG_USEC from its event
  * loop (systemd WatchdogSec=), and STOPPING=1 when SIGTERM stops it, before
  * its clean shutdown.  The test plays systemd: it binds the datagram socket

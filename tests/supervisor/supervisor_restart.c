@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_restart.c - the supervisor killed with SIGKILL and restarted.
+ * supervisor_restart.c - the supervisor killed with SIGKILL and restarted.
  *
  * I10: clients that were open keep acquiring, renewing and releasing while
  * no supervisor runs, and a client opening meanwhile works unregistered.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_socket.c - malformed messages on the supervisor's socket (I9): each
+ * supervisor_socket.c - malformed messages on the supervisor's socket (I9): each
  * gets a clear refusal and a log line naming what was wrong; the supervisor
  * keeps serving and nothing already held is disturbed.
  */

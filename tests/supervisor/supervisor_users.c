@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_users.c - regions and other users (I12; issue 13 sections 1 and 2).
+ * supervisor_users.c - regions and other users (I12; issue 13 sections 1 and 2).
  *
  * A region directory that another user controls (owns, or may write
  * without the sticky bit) is refused by fencelockd (exit 3, region_untrusted)
