@@ -5,7 +5,7 @@
  * waiter takes over after a holder's lease ends.
  *
  * A three-member etcd cluster on loopback, started here (the tests'
- * tests/etcd/cluster.c: private data directories, ports of this process's
+ * tests/lib/cluster.c: private data directories, ports of this process's
  * own, stopped by pid).  In the same run, interleaved so that a noisy
  * moment hits every case alike:
  *   (a) raw requests through one kept-alive libcurl connection to the
@@ -33,7 +33,7 @@
  *   (f) afterwards, in a phase of its own (so that nothing above shares the
  *       machine with a second cluster): fl_acquire, fl_commit and fl_release
  *       on etcds:// against a second three-member cluster run the way
- *       production clusters run (tests/etcd/cluster.c's secured cluster: TLS
+ *       production clusters run (tests/lib/cluster.c's secured cluster: TLS
  *       to clients and between members, client certificates, RBAC with a
  *       least-privilege role, 3 s auth tokens), rounds alternating with the
  *       same calls on the plain cluster: what TLS and authentication cost.

@@ -4,7 +4,7 @@
 #
 #   cmake -S . -B build-arm64 --toolchain cmake/aarch64-linux-gnu.cmake
 #   cmake --build build-arm64 -j2
-#   cd build-arm64 && ctest -R '^(unit|integ|rec)_'
+#   cd build-arm64 && ctest -R '^(lock_.*|death|death_life|fault_pause|supervisor_restart|rec_.*)$'
 #
 # or all of it, with the packages and qemu's binfmt handler: tools/test-arm64.
 #

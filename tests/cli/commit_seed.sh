@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # commit_seed.sh - the seed scenario from a shell, with fencelock run and
-# fencelock commit only (run by test_cli_commit.c, which starts fencelockd
+# fencelock commit only (run by cli_commit.c, which starts fencelockd
 # and sets FENCELOCK_REGION; $1 is the fencelock binary).  I2, I4:
 #   A holds `job` (lease 300ms) and its command gets ready to commit;
 #   A's fencelock run is stopped (SIGSTOP), so its lease is not renewed;
