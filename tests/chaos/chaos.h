@@ -13,8 +13,9 @@
  *               operation before and after the call to w<ID>.log
  *   final       after all workers are gone: inspects every lock, reads and
  *               rewrites every record through the library (final.log)
- * and then the checker reads every log (check.c) and verifies I1..I8 on
- * the history.  `fl_chaos --check DIR` re-checks the logs of an earlier run.
+ * and then the checker reads every log (check.c, check_log.c) and verifies
+ * I1..I8 on the history (check_lock.c, check_record.c).  `fl_chaos --check
+ * DIR` re-checks the logs of an earlier run.
  *
  * LOG FORMAT (one line per write(2), O_APPEND: a SIGKILL leaves whole lines;
  * a torn last line is ignored)
