@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -49,10 +50,17 @@ int fl__etcd_open(const char *uri, bool readonly, struct fl__etcd **out)
     for (char *p = e->host; *p; p++)
         if (*p <= ' ' || *p > '~')
             *p = '?';
+    /* Entry IDs: a random nonce, so that no two handles make the same one
+     * (entry.c).  Without getrandom, what tells this handle apart. */
+    if (getrandom(&e->nonce, sizeof e->nonce, GRND_NONBLOCK) != (ssize_t)sizeof e->nonce) {
+        uint64_t seed[3] = {fl__etcd_now_ns(), (uint64_t)getpid(), (uint64_t)(uintptr_t)e};
+        e->nonce = fl__checksum(seed, sizeof seed);
+    }
+    atomic_init(&e->next_id, 0);
     atomic_init(&e->min_ttl, 0);
     atomic_init(&e->commit_seq, 0);
     pthread_mutex_init(&e->lock, NULL);
-    fl__etcd_revoker_init(e);
+    fl__etcd_pool_init(e);
     /* A read-only handle writes nothing: an absent epoch reads as 0. */
     uint64_t epoch = 0;
     err = fl__etcd_epoch_load(&e->c, !readonly, &epoch);
@@ -123,9 +131,9 @@ static void fl__be_close(fl_region *r)
         fl__keepalive_shutdown(r);
         if (!e->h.readonly)
             fl__etcd_abandon_all(e);
-        fl__etcd_revoker_stop(e);
+        fl__etcd_pool_stop(e);
     } else {
-        fl__etcd_revoker_forget(e);
+        fl__etcd_pool_forget(e);
     }
     fl__handle_fini(r, fl__handle_is_inherited(r));
     /* In a forked child: only this process's memory (and its copies of the

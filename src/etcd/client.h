@@ -331,6 +331,11 @@ json_t *fl__etcd_cmp_rev_range(const void *key, size_t klen, const void *end, si
                                const char *target, const char *result, uint64_t rev);
 json_t *fl__etcd_cmp_value(const void *key, size_t klen, const char *result, const void *v,
                            size_t vlen);
+/* A value compare over every key of [key, end): true when each key's value
+ * passes it; false for an empty range (etcd: a value compare on no key is
+ * false). */
+json_t *fl__etcd_cmp_value_range(const void *key, size_t klen, const void *end, size_t elen,
+                                 const char *result, const void *v, size_t vlen);
 json_t *fl__etcd_cmp_lease(const void *key, size_t klen, const char *result, uint64_t lease);
 /* Operations inside a Txn. */
 json_t *fl__etcd_op_put(const void *key, size_t klen, const void *v, size_t vlen, uint64_t lease,
@@ -338,6 +343,11 @@ json_t *fl__etcd_op_put(const void *key, size_t klen, const void *v, size_t vlen
 /* A put that keeps the value and moves the key to lease (must be > 0). */
 json_t *fl__etcd_op_put_lease(const void *key, size_t klen, uint64_t lease);
 json_t *fl__etcd_op_range(const void *key, size_t klen);
+/* A range of [key, end) sorted by create revision, oldest first (or
+ * newest_first), at most limit keys, only those created at or before
+ * max_create (0: any). */
+json_t *fl__etcd_op_range_sorted(const void *key, size_t klen, const void *end, size_t elen,
+                                 bool newest_first, unsigned limit, uint64_t max_create);
 json_t *fl__etcd_op_delete(const void *key, size_t klen, bool prev_kv);
 json_t *fl__etcd_op_txn(json_t *txn);
 /* A Txn: compare, success, failure are arrays (stolen; NULL: an empty one). */
@@ -382,21 +392,26 @@ void fl__etcd_kvs_free(struct fl__etcd_kv *kvs, uint32_t n);
 
 /* ---- the watch stream (watch.c) ---- */
 struct fl__etcd_watch;
-/* Watch key for deletions from revision start_rev on, on the preferred
- * endpoint (the next ones if it cannot connect).  0 or an error. */
+/* Watch key's puts and deletion from revision start_rev on, on the
+ * preferred endpoint (the next ones if it cannot connect).  0 or an error. */
 int fl__etcd_watch_open(struct fl__etcd_client *c, const void *key, size_t klen,
                         uint64_t start_rev, struct fl__etcd_watch **out);
 /* What fl__etcd_watch_wait saw. */
-#define FL__WATCH_TIMEOUT 0  /* nothing until the timeout */
-#define FL__WATCH_DELETED 1  /* the key was deleted (or the watch was compacted:
-                                look again) */
-#define FL__WATCH_FD 2       /* extra_fd became readable */
-#define FL__WATCH_LOST 3     /* the stream ended or broke: look again later */
-#define FL__WATCH_REFUSED 4  /* etcd refused the watch for our credentials (the
-                                reason is in the error): -EACCES */
+#define FL__WATCH_TIMEOUT 0   /* nothing until the timeout */
+#define FL__WATCH_DELETED 1   /* the key was deleted (fl__etcd_watch_deleted_rev: when) */
+#define FL__WATCH_FD 2        /* extra_fd became readable */
+#define FL__WATCH_LOST 3      /* the stream ended or broke: look again later */
+#define FL__WATCH_REFUSED 4   /* etcd refused the watch for our credentials (the
+                                 reason is in the error): -EACCES */
+#define FL__WATCH_PUT 5       /* the key was put: fl__etcd_watch_put gives the value */
+#define FL__WATCH_COMPACTED 6 /* the history from start_rev is gone: look again */
 /* Sleep until one of the above, at most timeout_ms; extra_fd (-1: none) is
- * polled alongside. */
+ * polled alongside.  Puts come first, one per call, then a deletion. */
 int fl__etcd_watch_wait(struct fl__etcd_watch *w, int extra_fd, int timeout_ms);
+/* The oldest put not yet taken (its first cap bytes at most, into buf): its
+ * length, 0 when none. */
+size_t fl__etcd_watch_put(struct fl__etcd_watch *w, unsigned char *buf, size_t cap);
+uint64_t fl__etcd_watch_deleted_rev(const struct fl__etcd_watch *w);
 void fl__etcd_watch_close(struct fl__etcd_watch *w);
 
 /* ---- the token epoch (epoch.c) ---- */

@@ -4,10 +4,10 @@
  *
  * TOKENS.  A token is epoch << 40 | create_revision (FL_TOKEN_EPOCH_SHIFT,
  * as on shared memory): create_revision is the revision of the Txn that
- * created the key's lock entry, greater than every earlier creation's
- * because etcd's revision only grows; the epoch is the decimal value of
- * PREFIX/epoch, which every acquire Txn compares (lock.c), so a token is
- * never made under an epoch the cluster no longer holds.  A revision of
+ * created the acquisition's queue entry, greater than every earlier
+ * creation's because etcd's revision only grows; the epoch is the decimal
+ * value of PREFIX/epoch, which every acquire Txn compares (lock.c), so a
+ * token is never made under an epoch the cluster no longer holds.  A revision of
  * 2^40 or more cannot be encoded: acquisition fails with -EOVERFLOW.
  *
  * RESTORES.  `etcdctl snapshot restore` brings back the data of the moment
@@ -251,8 +251,9 @@ int fl__etcd_epoch_load(struct fl__etcd_client *c, bool create, uint64_t *epoch)
 }
 
 /* The epoch a value under the prefix names, as its layout writes it (etcd.h,
- * LAYOUT): a lock value "E PID HOST", a marker "%07E ...", a record
- * "KEY NUL T ...". */
+ * LAYOUT): a queue entry "W %07E ..." or "R %07E ...", a marker "q%07E", a
+ * record "KEY NUL T ...", and the layout before 0.2 (a lock value "E PID
+ * HOST", a marker "%07E ..."), whose epochs count too. */
 static int fl__value_epoch(const struct fl__etcd_reply *rp, const char *kind,
                            const struct fl__etcd_kv *kv, uint64_t *epoch)
 {
@@ -266,13 +267,16 @@ static int fl__value_epoch(const struct fl__etcd_reply *rp, const char *kind,
         i = (size_t)(nul - v) + 1;
         digits = 20;
         token = true;
-    }
+    } else if (n >= 2 && (v[0] == 'W' || v[0] == 'R' || v[0] == 'D') && v[1] == ' ')
+        i = 2; /* an entry */
+    else if (n >= 1 && v[0] == 'q')
+        i = 1; /* a marker */
     uint64_t x = 0;
     size_t start = i;
     while (i < n && i - start < digits && v[i] >= '0' && v[i] <= '9')
         x = x * 10 + (uint64_t)(v[i++] - '0');
     if (i == start || (token && i - start != 20) || (!token && x >= FL__ETCD_EPOCH_LIMIT) ||
-        (!token && (i == n || v[i] != ' ')))
+        (!token && i < n && v[i] != ' ') || (!token && i == n && start != 1))
         goto bad;
     *epoch = token ? x >> FL__ETCD_EPOCH_SHIFT : x;
     return 0;

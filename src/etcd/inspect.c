@@ -4,11 +4,12 @@
  * on etcd, for `fencelock status`.
  *
  * etcd has no fixed tables, so fl_region_info_get takes a snapshot: one
- * range over PREFIX/last/ and PREFIX/lock/ (every key ever acquired, and
- * those held now) and one over PREFIX/rec/ (names only); index i of the
- * other two calls is the i-th key or record of the latest snapshot, in key
- * order (-ERANGE past it).  fl_lock_info_get asks etcd for the holder's
- * lease time left; fl_record_info_get reads the record.  What only a region
+ * range over PREFIX/last/ (every key ever acquired) and PREFIX/lock/ (the
+ * queues: each key's holder, its waiters, how its last holding ended) and
+ * one over PREFIX/rec/ (names only); index i of the other two calls is the
+ * i-th key or record of the latest snapshot, in key order (-ERANGE past
+ * it).  fl_lock_info_get asks etcd for the holder's lease time left;
+ * fl_record_info_get reads the record.  What only a region
  * file knows (capacities, counters, clients, the supervisor) stays 0, the
  * value that means "unknown".
  */
@@ -22,12 +23,15 @@
 
 struct fl__etcd_snap_lock {
     char key[FL_KEY_MAX + 1];
-    bool valid;     /* a key fencelock could have written */
-    bool held;      /* PREFIX/lock/KEY exists */
-    uint64_t holder_token, lease;
-    uint32_t pid;
-    char mark;      /* 'H', 'R', 'D', or 0 (no marker) */
+    bool valid;       /* a key fencelock could have written */
+    bool corrupt;     /* a marker or an entry of it fencelock does not write */
+    bool marked;      /* PREFIX/last/KEY exists: mark_token is its newest token */
     uint64_t mark_token;
+    uint32_t live;    /* live entries: the holder and its waiters */
+    uint64_t holder_c, holder_token, lease; /* the oldest live entry */
+    uint32_t pid;
+    char done;        /* the newest released entry's state ('R', 'D'; 0: none) */
+    uint64_t done_c, done_token;
 };
 
 struct fl__etcd_snap {
@@ -90,7 +94,7 @@ int fl__etcd_region_info(struct fl__etcd *e, fl_region_info *info)
     err = fl__etcd_range_prefix(&e->c, "last", FL__ETCD_MARK_MAX, FL__ETCD_SNAP_MAX, &marks, &nm,
                                 &rev);
     if (!err)
-        err = fl__etcd_range_prefix(&e->c, "lock", FL__ETCD_LOCK_VALUE_MAX, FL__ETCD_SNAP_MAX,
+        err = fl__etcd_range_prefix(&e->c, "lock", FL__ETCD_ENTRY_VALUE_MAX, FL__ETCD_SNAP_MAX,
                                     &locks, &nl, &rev2);
     if (!err)
         err = fl__etcd_range_prefix(&e->c, "rec", 0, FL__ETCD_SNAP_MAX, &recs, &nr, &rev3);
@@ -104,36 +108,59 @@ int fl__etcd_region_info(struct fl__etcd *e, fl_region_info *info)
         if (!s->locks || !s->recs || !s->rec_valid)
             err = fl__fail(-ENOMEM, "out of memory");
     }
-    /* Every marker is a key; held keys without one (not written by this
-     * version) are added. */
+    /* Every marker is a key; a key with entries and no marker (one an
+     * operator deleted) is added. */
     for (uint32_t i = 0; !err && i < nm; i++) {
         struct fl__etcd_snap_lock *l = &s->locks[s->nlocks++];
         l->valid = fl__name_of(e, "last", &marks[i], l->key) > 0;
-        if (l->valid && fl__etcd_mark_parse(fl__ctx("status"), &marks[i], &l->mark,
+        uint64_t epoch = 0;
+        if (l->valid)
+            l->marked = true;
+        if (l->valid && fl__etcd_mark_parse(fl__ctx("status"), &marks[i], &epoch,
                                             &l->mark_token) != 0)
-            l->mark = '?';
+            l->corrupt = true;
     }
     if (!err)
         qsort(s->locks, s->nlocks, sizeof *s->locks, fl__by_key);
     uint32_t base = s ? s->nlocks : 0;
     for (uint32_t i = 0; !err && i < nl; i++) {
-        char name[FL_KEY_MAX + 1];
-        if (!fl__name_of(e, "lock", &locks[i], name))
+        /* PREFIX/lock/KEY NUL ID */
+        size_t skip = e->c.uri.prefix_len + 6;
+        const unsigned char *name = locks[i].key + skip;
+        const unsigned char *nul = locks[i].key_len > skip
+                                       ? memchr(name, '\0', locks[i].key_len - skip)
+                                       : NULL;
+        size_t len = nul ? (size_t)(nul - name) : locks[i].key_len - skip;
+        if (locks[i].key_len <= skip || len == 0 || len > FL_KEY_MAX)
             continue;
         struct fl__etcd_snap_lock probe = {0}, *l;
-        snprintf(probe.key, sizeof probe.key, "%s", name);
+        memcpy(probe.key, name, len);
         l = bsearch(&probe, s->locks, base, sizeof *s->locks, fl__by_key);
         if (!l) {
             l = &s->locks[s->nlocks++];
-            memcpy(l->key, name, sizeof l->key);
+            memcpy(l->key, probe.key, sizeof l->key);
             l->valid = true;
         }
-        uint64_t ep = 0;
-        if (fl__etcd_lock_parse(fl__ctx("status"), &locks[i], &ep, &l->pid) == 0 &&
-            locks[i].create_revision < FL__ETCD_REV_LIMIT)
-            l->holder_token = ep << FL__ETCD_EPOCH_SHIFT | locks[i].create_revision;
-        l->held = true;
-        l->lease = locks[i].lease;
+        struct fl__etcd_keys k;
+        fl__etcd_keys_of(e, l->key, len, &k);
+        struct fl__etcd_entry en;
+        if (!nul || fl__etcd_entry_parse(fl__ctx("status"), &k, &locks[i], &en) != 0) {
+            l->corrupt = true; /* e.g. a lock key of the layout before 0.2 */
+            continue;
+        }
+        if (en.state == 'W') {
+            l->live++;
+            if (!l->holder_c || en.c < l->holder_c) {
+                l->holder_c = en.c;
+                l->holder_token = en.token;
+                l->lease = en.lease;
+                l->pid = en.pid;
+            }
+        } else if (en.c > l->done_c) {
+            l->done = en.state;
+            l->done_c = en.c;
+            l->done_token = en.token;
+        }
     }
     if (!err)
         qsort(s->locks, s->nlocks, sizeof *s->locks, fl__by_key);
@@ -183,24 +210,30 @@ int fl__etcd_lock_info(struct fl__etcd *e, uint32_t index, fl_lock_info *info)
         return fl__fail(-ENOENT, "fl_lock_info_get: index %" PRIu32 ": not a key fencelock "
                                  "writes", index);
     memcpy(info->key, l.key, sizeof info->key);
-    info->token = l.holder_token > l.mark_token ? l.holder_token : l.mark_token;
-    if (l.mark == '?')
-        return fl__fail(-EPROTO, "fl_lock_info_get: key \"%s\": its marker is corrupt", l.key);
-    if (l.held) {
+    if (l.corrupt)
+        return fl__fail(-EPROTO, "fl_lock_info_get: key \"%s\": its marker or a queue entry "
+                                 "is not what fencelock writes (the etcd layout before 0.2, "
+                                 "or corrupt)",
+                        l.key);
+    if (l.live) {
         int64_t left = 0;
         uint64_t granted = 0;
         int err = fl__etcd_timetolive(&e->c, l.lease, &left, &granted);
         if (err)
             return err;
+        info->token = l.holder_token;
         info->state = left > 0 ? FL_LOCK_HELD : FL_LOCK_EXPIRED;
         info->lease_left_ns = left > 0 ? left * (int64_t)FL__NS_PER_S : -1;
         info->holder_pid = l.pid;
-    } else
-        info->state = FL_LOCK_FREE;
-    if (l.mark == 'D')
-        info->last_release = FL_LEASE_OWNER_DIED;
-    else if (l.mark == 'H' && !l.held)
-        info->last_release = FL_LEASE_EXPIRED;
+        info->waiters = l.live - 1;
+        return 0;
+    }
+    info->state = FL_LOCK_FREE;
+    info->token = l.mark_token > l.done_token ? l.mark_token : l.done_token;
+    if (l.done && l.done_token >= l.mark_token)
+        info->last_release = l.done == 'D' ? FL_LEASE_OWNER_DIED : 0;
+    else if (l.marked)
+        info->last_release = FL_LEASE_EXPIRED; /* the newest entry vanished unreleased */
     return 0;
 }
 

@@ -4,8 +4,9 @@
  * interned on first use (a key's index is its fl_lease.slot and fl_key.slot,
  * never reused while the handle lives), an open-addressing index over them,
  * and what the handle knows of each (etcd.h, struct fl__etcd_key): the
- * newest token it has seen, and its own holding (token, etcd lease, thread,
- * a release without an answer, a lease move of unknown outcome).  Each
+ * newest token it has seen, and its own holding (token, its queue entry and
+ * the released one before it, etcd lease, thread, a release without an
+ * answer, a lease move of unknown outcome).  Each
  * function takes fl__etcd.lock and drops it before it returns: no request
  * is ever made with it held.  And the etcd keys of a key (fl__etcd_keys_of).
  */
@@ -155,29 +156,66 @@ void fl__etcd_note_slot(struct fl__etcd *e, uint32_t slot, uint64_t newest)
     pthread_mutex_unlock(&e->lock);
 }
 
-/* The etcd lease of holding token at slot, as this handle knows it (0:
- * unknown). */
-uint64_t fl__etcd_held_lease(struct fl__etcd *e, uint32_t slot, uint64_t token, uint64_t hint)
+bool fl__etcd_held(struct fl__etcd *e, uint32_t slot, uint64_t token, struct fl__etcd_key *out)
 {
     pthread_mutex_lock(&e->lock);
-    uint64_t l = hint;
-    if (slot < e->nkeys && e->keys[slot]->held_token == token && e->keys[slot]->held_lease)
-        l = e->keys[slot]->held_lease;
+    bool held = slot < e->nkeys && token && e->keys[slot]->held_token == token;
+    if (held)
+        *out = *e->keys[slot];
     pthread_mutex_unlock(&e->lock);
-    return l;
+    return held;
 }
 
-void fl__etcd_set_held(struct fl__etcd *e, uint32_t slot, uint64_t token, uint64_t lease)
+int fl__etcd_held_by_me(struct fl__etcd *e, uint32_t slot, char id[FL__ETCD_ID_LEN + 1])
+{
+    uint64_t now = fl__etcd_now_ns();
+    pthread_mutex_lock(&e->lock);
+    const struct fl__etcd_key *k = slot < e->nkeys ? e->keys[slot] : NULL;
+    /* Before held_until etcd cannot have ended the holding: only its
+     * release (which clears held_token) can have, or a release whose
+     * answer was lost. */
+    int mine = k && k->held_token && k->held_tid == fl__etcd_tid() && now < k->held_until
+                   ? (k->release_unsure ? 2 : 1)
+                   : 0;
+    if (mine)
+        memcpy(id, k->held_id, FL__ETCD_ID_LEN + 1);
+    pthread_mutex_unlock(&e->lock);
+    return mine;
+}
+
+void fl__etcd_set_held(struct fl__etcd *e, uint32_t slot, uint64_t token, const char *id,
+                       const char *pred_id, uint64_t lease, uint64_t ttl, uint64_t until)
 {
     pthread_mutex_lock(&e->lock);
     struct fl__etcd_key *k = e->keys[slot];
     k->held_token = token;
+    snprintf(k->held_id, sizeof k->held_id, "%s", id);
+    snprintf(k->pred_id, sizeof k->pred_id, "%s", pred_id);
     k->held_lease = lease;
+    k->held_ttl = ttl;
+    k->held_until = until;
     k->held_tid = fl__etcd_tid();
     k->release_unsure = false;
-    k->moving_lease = 0;
+    k->moving_lease = k->moving_ttl = k->moving_until = 0;
     if (k->newest < token)
         k->newest = token;
+    pthread_mutex_unlock(&e->lock);
+}
+
+void fl__etcd_set_lease(struct fl__etcd *e, uint32_t slot, uint64_t token, uint64_t lease,
+                        uint64_t ttl, uint64_t until, uint64_t moving, uint64_t moving_ttl,
+                        uint64_t moving_until)
+{
+    pthread_mutex_lock(&e->lock);
+    struct fl__etcd_key *k = slot < e->nkeys ? e->keys[slot] : NULL;
+    if (k && k->held_token == token) {
+        k->held_lease = lease;
+        k->held_ttl = ttl;
+        k->held_until = until;
+        k->moving_lease = moving;
+        k->moving_ttl = moving_ttl;
+        k->moving_until = moving_until;
+    }
     pthread_mutex_unlock(&e->lock);
 }
 
@@ -185,10 +223,11 @@ void fl__etcd_clear_held(struct fl__etcd *e, uint32_t slot, uint64_t token)
 {
     pthread_mutex_lock(&e->lock);
     if (slot < e->nkeys && e->keys[slot]->held_token == token) {
-        e->keys[slot]->held_token = 0;
-        e->keys[slot]->held_lease = 0;
-        e->keys[slot]->release_unsure = false;
-        e->keys[slot]->moving_lease = 0;
+        struct fl__etcd_key *k = e->keys[slot];
+        k->held_token = k->held_lease = k->held_ttl = k->held_until = 0;
+        k->moving_lease = k->moving_ttl = k->moving_until = 0;
+        k->held_id[0] = k->pred_id[0] = '\0';
+        k->release_unsure = false;
     }
     pthread_mutex_unlock(&e->lock);
 }
@@ -203,20 +242,17 @@ void fl__etcd_note_release_unsure(struct fl__etcd *e, uint32_t slot, uint64_t to
     pthread_mutex_unlock(&e->lock);
 }
 
-/* Whether an earlier fl_release of holding token at slot had no answer. */
-bool fl__etcd_release_was_unsure(struct fl__etcd *e, uint32_t slot, uint64_t token)
-{
-    pthread_mutex_lock(&e->lock);
-    bool unsure = slot < e->nkeys && e->keys[slot]->held_token == token &&
-                  e->keys[slot]->release_unsure;
-    pthread_mutex_unlock(&e->lock);
-    return unsure;
-}
-
 void fl__etcd_keys_of(const struct fl__etcd *e, const char *key, size_t len,
                       struct fl__etcd_keys *k)
 {
-    k->lock_len = fl__etcd_key(&e->c, "lock", key, len, k->lock);
+    /* KEY's queue is [PREFIX/lock/KEY NUL, PREFIX/lock/KEY \1): KEY has no
+     * NUL, so no other key's entries fall in it. */
+    char name[FL_KEY_MAX + 2];
+    memcpy(name, key, len);
+    name[len] = '\0';
+    k->q_len = fl__etcd_key(&e->c, "lock", name, len + 1, k->q0);
+    memcpy(k->q1, k->q0, k->q_len);
+    k->q1[k->q_len - 1] = '\1';
     k->last_len = fl__etcd_key(&e->c, "last", key, len, k->last);
     k->epoch_len = fl__etcd_key(&e->c, NULL, "epoch", 5, k->epoch);
 }

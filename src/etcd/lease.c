@@ -1,17 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lease.c - the etcd leases that holdings live on, as lock.c and wait.c
- * use them: the TTL a lease length asks for (whole seconds, raised to
- * etcd's minimum once a grant showed it), a grant with the origin of its
- * deadline, and the drop of a lease nobody will use.  The requests are the
- * client's (reply.c); the leases of released holdings are revoked by a
- * thread (revoker.c).
+ * lease.c - the etcd leases that queue entries live on, as lock.c, wait.c
+ * and pool.c use them: the TTL a lease length asks for (whole seconds,
+ * raised to etcd's minimum once a grant showed it), and a grant or a
+ * keepalive with the time until which etcd keeps the lease at least.  The
+ * requests are the client's (reply.c); the handle keeps and reuses its
+ * leases (pool.c).
  *
- * THE DEADLINE of a holding is the local CLOCK_MONOTONIC time taken before
- * the grant (or the latest keepalive) was sent, plus the TTL etcd granted:
- * the lease cannot end at etcd before it, as etcd starts counting later (a
- * leader change only restarts the count).  Clock rate differences between
- * hosts are assumed negligible against a lease of whole seconds.
+ * THE DEADLINE of a holding is the end of its lease at the earliest: the
+ * local CLOCK_MONOTONIC time taken before the grant (or the latest
+ * keepalive) was sent, plus the TTL etcd granted.  The lease cannot end at
+ * etcd before it, as etcd starts counting later (a leader change only
+ * restarts the count).  Clock rate differences between hosts are assumed
+ * negligible against a lease of whole seconds.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -37,25 +38,23 @@ static void fl__note_granted(struct fl__etcd *e, uint64_t asked, uint64_t grante
         atomic_store_explicit(&e->min_ttl, granted, memory_order_relaxed);
 }
 
-/* Grant a lease for ttl: *id, *granted, and *base the local time taken
- * before the request left (the deadline's origin). */
 int fl__etcd_lease_grant(struct fl__etcd *e, uint64_t ttl, uint64_t *id, uint64_t *granted,
-                         uint64_t *base)
+                         uint64_t *until)
 {
-    *base = fl__etcd_now_ns();
+    uint64_t base = fl__etcd_now_ns(); /* before the request leaves (THE DEADLINE) */
     int err = fl__etcd_grant(&e->c, ttl, id, granted);
-    if (!err)
+    if (!err) {
         fl__note_granted(e, ttl, *granted);
+        *until = base + *granted * FL__NS_PER_S;
+    }
     return err;
 }
 
-/* Best effort: a lease we will not use (its key, if any, goes with it). */
-void fl__etcd_lease_drop(struct fl__etcd *e, uint64_t id)
+int fl__etcd_lease_renew(struct fl__etcd *e, uint64_t id, uint64_t *until)
 {
-    if (!id)
-        return;
-    char saved[1024];
-    snprintf(saved, sizeof saved, "%s", fl_last_error());
-    (void)fl__etcd_revoke(&e->c, id); /* if it fails, the lease ends by itself */
-    fl__set_error("%s", saved);
+    uint64_t base = fl__etcd_now_ns(), ttl = 0;
+    int err = fl__etcd_keepalive(&e->c, id, &ttl);
+    if (!err)
+        *until = ttl ? base + ttl * FL__NS_PER_S : 0;
+    return err;
 }

@@ -1,59 +1,90 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lock.c - the transactions of leased locks on etcd: acquire (its waiting:
- * wait.c), release, check and renew.  The keys they write are laid out in
- * etcd.h (LAYOUT); the handle's key table is keys.c, its leases lease.c.
+ * lock.c - the Txns of leased locks on etcd: a key's queue (etcd.h,
+ * LAYOUT) entered, looked at and left, and a holding released, renewed and
+ * checked.  The waiting between them is wait.c's; the words of the layout
+ * are entry.c's; the leases pool.c's.
  *
- * ACQUIRE is one Txn, after a lease grant:
- *
- *   compare  lock/KEY create_revision == 0       (nobody holds KEY)
- *            epoch value == "E"                   (the epoch we number with)
- *            last/KEY create_revision == 0        (KEY's first holding)
- *   success  TAKE: put lock/KEY "E PID HOST" lease L
- *                  put last/KEY "%07E H" prev_kv  (how the last holding ended)
- *   failure  Txn: compare  lock/KEY create_revision == 0
- *                          epoch value == "E"
- *                          last/KEY value < "%07(E+1)"   (its epoch is E or less)
- *                 success  TAKE
- *                 failure  range lock/KEY, range epoch, range last/KEY
- *
- * Its revision r is the lock key's create_revision, and the token is
- * E << 40 | r: strictly increasing per key (I1), since every later creation
- * of lock/KEY happens at a greater revision, and every later epoch is
- * greater.  Every marker starts with the epoch of the holding it tells of,
- * in seven digits, so the value compare says in the same step that KEY
- * never issued a token of a later epoch: an epoch an operator set back
+ * QUEUE.  Every acquisition of KEY puts an entry in KEY's queue; the oldest
+ * live entry holds KEY.  The token is E << 40 | c, c the entry's
+ * create_revision: entries are served in the order of c, and a later entry
+ * has a greater c, so a key's tokens strictly increase in the order its
+ * holdings begin (I1).  The epochs along the queue never decrease: every
+ * acquire Txn compares the marker (the epoch of KEY's newest entry) to be at
+ * most its own E, and writes E into it.  An epoch an operator set back
  * (etcdctl put PREFIX/epoch, smaller) numbers nothing, whatever answers are
- * lost (-ENOTRECOVERABLE until the bump).  A holding's deadline: lease.c.
+ * lost (-ENOTRECOVERABLE until the bump).
  *
- * A Txn whose answer was lost may be sent again to the next endpoint
- * (FL__ETCD_REPEATABLE): a repetition that finds lock/KEY held by our own
- * lease L knows the first attempt took effect, and returns that holding
- * (L is unique to this call).  A lease left over from an attempt the caller
- * never learned of ends by itself: at most one lease of waiting for others.
+ * A holding ends one of three ways, each one write to its entry:
+ *   released   the release Txn rewrites it "R E T", without a lease;
+ *   abandoned  fl_close does the same with "D E T";
+ *   expired    etcd deletes it when its lease ends (its holder stopped,
+ *              died, or was cut off; or it never renewed).
+ * The entry behind it watches it (wait.c): an "R" or a "D" tells that one
+ * waiter, and only it, that it holds KEY now and how the holding before
+ * ended; a deletion of the entry it knew to hold KEY, that the holding
+ * before expired (FL_LEASE_EXPIRED).  No request is needed for either: an
+ * acquisition under contention costs its enqueue Txn, its watch and its
+ * release Txn.  A released entry stays until the release of the holding
+ * after it deletes it (its holder knows its name), so that a waiter that was
+ * not watching it can still learn how the holding before its own ended.
+ *
+ * ACQUIRE is one Txn (fl__etcd_enqueue), nested so that etcd's compares,
+ * which cannot say "or", cover each case:
+ *
+ *   compare  epoch == "E", our entry absent, last absent   (KEY's first entry)
+ *   success  ENQUEUE
+ *   failure  Txn: compare  epoch == "E", our entry absent,
+ *                          "q" < last < "q%07(E+1)"      (E or a later epoch)
+ *                 success  ENQUEUE
+ *                 failure  range epoch, last, our entry, the queue's newest,
+ *                          its two oldest
+ *   ENQUEUE  range the queue's newest entry (before ours: our predecessor)
+ *            range its two oldest (is our predecessor the holder?)
+ *            put our entry "W E PID HOST" lease L
+ *            put last "qE" prev_kv
+ *
+ * A try (timeout 0) adds "the queue is free" to each compare (no entry, or
+ * every entry's value below "W": released ones), so that a held key gets no
+ * entry: a failed try leaves nothing.  We hold the key when no entry is
+ * before ours, or a released one is.  A Txn whose answer was lost may be
+ * sent again (FL__ETCD_REPEATABLE): a repetition that finds our entry (its
+ * ID is unique to the call) knows the first attempt took effect, and looks
+ * at the queue around it.
+ *
+ * HOW THE HOLDING BEFORE ENDED, when we hold KEY at once: no entry before
+ * ours and no marker: KEY's first holding (flags 0); no entry and a marker:
+ * the last holding vanished unreleased (etcd ended its lease: EXPIRED); a
+ * released entry before ours: its state, unless an entry made after it held
+ * KEY after it was released and vanished since -- known from the marker the
+ * Txn replaced when it is certain, else from etcd's history of the queue at
+ * the revision of that release (one more read, rare; a history compacted
+ * away is taken as EXPIRED, the cautious answer).
  *
  * RELEASE is one Txn:
  *
- *   compare  lock/KEY create_revision == r, lease == L
- *   success  delete lock/KEY; put last/KEY "%07E R %020T"
- *   failure  Txn: compare  lock/KEY create_revision == 0  (gone: lease ended)
- *                          last/KEY mod_revision == r      (nobody acquired since)
- *                          last/KEY value == "%07E H"
- *                 success  put last/KEY "... R T"   (released normally, as on
- *                                                shared memory: no other
- *                                                holder can have overlapped)
- *                 failure  range lock/KEY, range last/KEY
+ *   compare  our entry create_revision == c, lease == L      (live, ours)
+ *   success  put our entry "R E T" (no lease); delete the released entry
+ *            before ours
+ *   failure  Txn: compare  our entry absent (its lease ended),
+ *                          last mod_revision == c (nobody queued since)
+ *                 success  the same puts (released normally, as on shared
+ *                          memory: no other holder can have overlapped)
+ *                 failure  range our entry
  *
- * then revokes L.  RENEW keeps L alive (keepalive, which renews to L's
- * granted TTL) and then checks that lock/KEY is still this holding; when the
- * caller asks for another length, it grants L2 and moves the key to it in a
- * Txn comparing create_revision == r and lease == L, then revokes L.  If that
- * Txn's answer is lost, the key is on L or on L2 and nobody knows which:
- * revoking either could end the holding under its holder.  So both stay
- * (the handle notes L2 as moving_lease), the caller's deadline becomes the
- * earlier of the two leases' (the holding lasts at least that long either
- * way), renew answers -EAGAIN, and the next renew, release or check reads
- * the key, keeps the lease it is on and lets the other go.
+ * and L, which carries nothing now, goes back to the handle's pool.  A
+ * retry after a lost answer finds "R E T" of this very token in our entry,
+ * which only this holding's release writes: 0.
+ *
+ * RENEW keeps L alive (a keepalive renews it to its granted TTL) and reads
+ * that our entry is still live on it; for another length, it moves the entry
+ * to a lease of that TTL in a Txn comparing create_revision == c and lease
+ * == L.  If that Txn's answer is lost, the entry is on L or on L2 and nobody
+ * knows which: letting either go could end the holding under its holder.
+ * So both stay (the handle notes L2 as moving_lease), the deadline becomes
+ * the earlier of the two leases' ends, renew answers -EAGAIN, and the next
+ * renew, release or check reads the entry, keeps the lease it is on and
+ * lets the other go.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -64,174 +95,320 @@
 #include "etcd.h"
 
 static uint64_t fl__rev(uint64_t token) { return token & (FL__ETCD_REV_LIMIT - 1); }
-static uint64_t fl__epoch_of(uint64_t token) { return token >> FL__ETCD_EPOCH_SHIFT; }
 
-/* ---- values ---- */
-
-static int fl__lock_value(const struct fl__etcd *e, uint64_t epoch, char *buf, size_t cap)
+static uint32_t fl__flags_of(char state)
 {
-    return snprintf(buf, cap, "%" PRIu64 " %" PRIu32 " %s", epoch, e->h.pid, e->host);
+    return state == 'D' ? FL_LEASE_OWNER_DIED : 0; /* 'R': released normally */
 }
 
-int fl__etcd_lock_parse(const struct fl__etcd_reply *rp, const struct fl__etcd_kv *kv,
-                        uint64_t *epoch, uint32_t *pid)
-{
-    const unsigned char *v = kv->value;
-    size_t n = kv->value_len, i = 0;
-    uint64_t e = 0, p = 0;
-    while (i < n && i < 8 && v[i] >= '0' && v[i] <= '9')
-        e = e * 10 + (uint64_t)(v[i++] - '0');
-    if (i == 0 || i == n || v[i] != ' ' || e == 0 || e >= FL__ETCD_EPOCH_LIMIT)
-        goto bad;
-    size_t j = ++i;
-    while (i < n && i - j < 10 && v[i] >= '0' && v[i] <= '9')
-        p = p * 10 + (uint64_t)(v[i++] - '0');
-    if (i == j || p > UINT32_MAX)
-        goto bad;
-    *epoch = e;
-    *pid = (uint32_t)p;
-    return 0;
-bad:
-    return fl__fail(-EPROTO, "etcd %s %s: the lock key %.*s holds '%.*s', not \"EPOCH PID HOST\"",
-                    rp->endpoint, rp->op, (int)kv->key_len, (const char *)kv->key,
-                    (int)(n > 60 ? 60 : n), v ? (const char *)v : "");
-}
+/* ---- reading the queue ---- */
 
-int fl__etcd_mark_parse(const struct fl__etcd_reply *rp, const struct fl__etcd_kv *kv,
-                        char *state, uint64_t *token)
+/* Whether an entry of k's queue made after after_c and before our c existed
+ * at revision `at` (the release of the entry made at after_c): one such
+ * held the key after that release.  A history etcd compacted away answers
+ * yes (the cautious answer: EXPIRED). */
+static int fl__held_between(struct fl__etcd *e, const struct fl__etcd_keys *k, uint64_t after_c,
+                            uint64_t c, uint64_t at, bool *yes)
 {
-    /* "%07E H" (9 bytes), "%07E R %020T" / "%07E D %020T" (30 bytes) */
-    const unsigned char *v = kv->value;
-    size_t n = kv->value_len;
-    uint64_t e = 0, x = 0;
-    if (n < 9 || v[7] != ' ')
-        goto bad;
-    for (size_t i = 0; i < 7; i++) {
-        if (v[i] < '0' || v[i] > '9')
-            goto bad;
-        e = e * 10 + (uint64_t)(v[i] - '0');
+    *yes = false;
+    if (after_c + 1 >= c)
+        return 0;
+    /* Not count_only: etcd counts before it applies the create filters. */
+    json_t *req = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "key",
+                            fl__etcd_b64(k->q0, k->q_len), "range_end",
+                            fl__etcd_b64(k->q1, k->q_len), "revision", fl__etcd_num(at),
+                            "min_create_revision", fl__etcd_num(after_c + 1),
+                            "max_create_revision", fl__etcd_num(c - 1), "limit", fl__etcd_num(1),
+                            "keys_only", 1);
+    struct fl__etcd_reply rp;
+    int err = fl__etcd_post(&e->c, "/v3/kv/range", "range queue history", req,
+                            FL__ETCD_IDEMPOTENT | FL__ETCD_KV, &rp);
+    json_decref(req);
+    json_t *kvs = NULL;
+    if (err == -EREMOTEIO && rp.grpc_code == 11) { /* OutOfRange: compacted */
+        *yes = true;
+        err = 0;
+    } else if (err == -EREMOTEIO)
+        err = fl__etcd_refusal(&rp);
+    else if (!err) {
+        err = fl__etcd_arr(&rp, rp.body, "kvs", &kvs);
+        *yes = kvs && json_array_size(kvs) > 0;
     }
-    if (e == 0 || e >= FL__ETCD_EPOCH_LIMIT)
-        goto bad;
-    char st = (char)v[8];
-    if (st == 'H') {
-        if (n != 9 || kv->mod_revision >= FL__ETCD_REV_LIMIT)
-            goto bad;
-        x = e << FL__ETCD_EPOCH_SHIFT | kv->mod_revision;
-    } else if (st == 'R' || st == 'D') {
-        if (n != 10 + FL__ETCD_TOKEN_DIGITS || v[9] != ' ')
-            goto bad;
-        for (size_t i = 10; i < n; i++) {
-            if (v[i] < '0' || v[i] > '9')
-                goto bad;
-            x = x * 10 + (uint64_t)(v[i] - '0');
-            if (x > (uint64_t)INT64_MAX)
-                goto bad;
+    fl__etcd_reply_free(&rp);
+    return err;
+}
+
+/* We hold the key, the entry before ours being pred (state 0: none).
+ * had_pred: an entry was before ours when we last looked (so none now
+ * means it vanished unreleased); mark_rev: the marker's mod_revision the
+ * enqueue replaced (0: none, or unknown).  Sets p->flags and p->pred. */
+static int fl__holding_now(struct fl__etcd *e, const struct fl__etcd_keys *k,
+                           const struct fl__etcd_entry *pred, bool had_pred, uint64_t mark_rev,
+                           struct fl__etcd_place *p)
+{
+    p->head = true;
+    p->pred = *pred;
+    p->pred_is_head = false;
+    if (!pred->state) {
+        p->flags = had_pred ? FL_LEASE_EXPIRED : 0;
+        return 0;
+    }
+    p->flags = fl__flags_of(pred->state);
+    if (mark_rev && mark_rev <= pred->c)
+        return 0; /* nobody queued after it */
+    if (mark_rev > pred->mod_revision) {
+        p->flags = FL_LEASE_EXPIRED; /* one queued after its release: it held, and vanished */
+        return 0;
+    }
+    bool held = false;
+    int err = fl__held_between(e, k, pred->c, p->c, pred->mod_revision, &held);
+    if (!err && held)
+        p->flags = FL_LEASE_EXPIRED;
+    return err;
+}
+
+/* The holder among the two oldest entries (a range of 2, oldest first):
+ * sets p->pred_is_head (p->pred is it), p->pred_pred and p->holder. */
+static int fl__front(const struct fl__etcd_reply *rp, const struct fl__etcd_keys *k,
+                     const json_t *range, struct fl__etcd_place *p)
+{
+    json_t *kvs = NULL;
+    int err = fl__etcd_arr(rp, range, "kvs", &kvs);
+    struct fl__etcd_entry front[2];
+    size_t n = kvs ? json_array_size(kvs) : 0;
+    if (!err && n > 2)
+        err = fl__fail(-EPROTO, "etcd %s %s: more entries than the limit asked for",
+                       rp->endpoint, rp->op);
+    for (size_t i = 0; !err && i < n; i++) {
+        struct fl__etcd_kv kv;
+        err = fl__etcd_kv_parse(rp, json_array_get(kvs, i), FL__ETCD_ENTRY_VALUE_MAX, &kv);
+        if (!err) {
+            err = fl__etcd_entry_parse(rp, k, &kv, &front[i]);
+            fl__etcd_kv_free(&kv);
         }
-        if (x == 0 || x >> FL__ETCD_EPOCH_SHIFT != e)
-            goto bad;
-    } else
-        goto bad;
-    *state = st;
-    *token = x;
-    return 0;
-bad:
-    return fl__fail(-EPROTO, "etcd %s %s: the marker %.*s holds '%.*s', not \"EPOCH H\", "
-                             "\"EPOCH R TOKEN\" or \"EPOCH D TOKEN\"",
-                    rp->endpoint, rp->op, (int)kv->key_len, (const char *)kv->key,
-                    (int)(n > 60 ? 60 : n), v ? (const char *)v : "");
-}
-
-/* The token of a lock key's holding (its epoch from the value). */
-static int fl__holder_token(const struct fl__etcd_reply *rp, const struct fl__etcd_kv *kv,
-                            uint64_t *token)
-{
-    uint64_t epoch;
-    uint32_t pid;
-    int err = fl__etcd_lock_parse(rp, kv, &epoch, &pid);
-    if (err)
-        return err;
-    if (kv->create_revision >= FL__ETCD_REV_LIMIT)
-        return fl__fail(-EOVERFLOW, "etcd %s: revision %" PRIu64 " does not fit a token "
-                                    "(2^40 or more): bump the epoch and compact",
-                        rp->endpoint, kv->create_revision);
-    *token = epoch << FL__ETCD_EPOCH_SHIFT | kv->create_revision;
-    return 0;
-}
-
-/* ---- the acquire Txn (its waiting: wait.c) ---- */
-
-/* A marker's value (etcd.h, LAYOUT): "%07E H", "%07E R %020T", "%07E D %020T". */
-static int fl__mark_value(char *buf, size_t cap, uint64_t epoch, char state, uint64_t token)
-{
-    return state == 'H' ? snprintf(buf, cap, "%07" PRIu64 " H", epoch)
-                        : snprintf(buf, cap, "%07" PRIu64 " %c %020" PRIu64, epoch, state, token);
-}
-
-/* The acquire Txn's answer when it succeeded: the put of the marker, with
- * the marker it replaced (prev_kv), at responses[put_index] of txn. */
-static int fl__acquire_won(struct fl__etcd_reply *rp, const json_t *txn, uint64_t epoch,
-                           struct fl__etcd_try *t)
-{
-    json_t *put = NULL, *prev = NULL;
-    int err = fl__etcd_txn_resp(rp, txn, 1, "response_put", &put);
-    if (!err)
-        err = fl__etcd_obj(rp, put, "prev_kv", &prev);
-    if (!err && prev) {
-        struct fl__etcd_kv mark;
-        err = fl__etcd_kv_parse(rp, prev, FL__ETCD_MARK_MAX, &mark);
-        char state = 0;
-        uint64_t prev_token = 0;
-        if (!err)
-            err = fl__etcd_mark_parse(rp, &mark, &state, &prev_token);
-        if (!err && state == 'H')
-            t->flags = FL_LEASE_EXPIRED; /* the previous holding ended unreleased */
-        else if (!err && state == 'D')
-            t->flags = FL_LEASE_OWNER_DIED; /* its handle was closed holding it */
-        fl__etcd_kv_free(&mark);
     }
     if (err)
         return err;
-    if (rp->revision >= FL__ETCD_REV_LIMIT)
-        return fl__fail(-EOVERFLOW, "etcd %s: revision %" PRIu64 " does not fit a token "
-                                    "(2^40 or more): bump the epoch",
-                        rp->endpoint, rp->revision);
-    t->won = true;
-    t->token = epoch << FL__ETCD_EPOCH_SHIFT | rp->revision;
+    size_t h = n;
+    if (n > 0 && front[0].state == 'W')
+        h = 0;
+    else if (n > 1 && front[0].state != 'W' && front[1].state == 'W')
+        h = 1;
+    if (h == n)
+        return 0;
+    p->holder = front[h].token;
+    if (p->pred.state == 'W' && strcmp(front[h].id, p->pred.id) == 0) {
+        p->pred_is_head = true;
+        snprintf(p->pred_pred, sizeof p->pred_pred, "%s", h ? front[0].id : "");
+    }
     return 0;
 }
 
-int fl__etcd_acquire_txn(struct fl__etcd *e, const struct fl__etcd_keys *k, uint64_t lease,
-                         struct fl__etcd_try *t)
+/* What ranges [i] (our entry), [i+1] (the newest before it) and [i+2] (the
+ * two oldest) of txn say of our place (p->c: what we believe our entry's c). */
+static int fl__around(struct fl__etcd *e, struct fl__etcd_reply *rp, const json_t *txn, size_t i,
+                      const struct fl__etcd_keys *k, bool had_pred, struct fl__etcd_place *p)
 {
-    memset(t, 0, sizeof *t);
+    json_t *mine = NULL, *before = NULL, *oldest = NULL;
+    int err = fl__etcd_txn_resp(rp, txn, i, "response_range", &mine);
+    if (!err)
+        err = fl__etcd_txn_resp(rp, txn, i + 1, "response_range", &before);
+    if (!err)
+        err = fl__etcd_txn_resp(rp, txn, i + 2, "response_range", &oldest);
+    struct fl__etcd_entry me, pred;
+    int found = err ? err : fl__etcd_entry_first(rp, k, mine, &me);
+    if (found < 0)
+        return found;
+    uint64_t c = p->c;
+    memset(p, 0, sizeof *p);
+    p->revision = rp->revision;
+    if (found == 0 || me.state != 'W')
+        return 0; /* gone (its lease ended), or not ours to wait with: p->c 0 */
+    if (c && me.c != c)
+        return fl__fail(-EPROTO, "etcd %s %s: our queue entry has create_revision %" PRIu64
+                                 ", not %" PRIu64,
+                        rp->endpoint, rp->op, me.c, c);
+    p->c = me.c;
+    p->token = me.token;
+    found = fl__etcd_entry_first(rp, k, before, &pred);
+    if (found < 0)
+        return found;
+    if (found == 1 && pred.c >= me.c)
+        return fl__fail(-EPROTO, "etcd %s %s: the entry before ours is not older", rp->endpoint,
+                        rp->op);
+    if (found == 0 || pred.state != 'W')
+        return fl__holding_now(e, k, &pred, had_pred, 0, p);
+    p->pred = pred;
+    return fl__front(rp, k, oldest, p);
+}
+
+/* The ranges of fl__around for our entry key m (created at c, 0: unknown). */
+static json_t *fl__around_ops(const struct fl__etcd_keys *k, const char *m, size_t mlen,
+                              uint64_t c)
+{
+    return fl__etcd_list(
+        fl__etcd_op_range(m, mlen),
+        fl__etcd_op_range_sorted(k->q0, k->q_len, k->q1, k->q_len, true, 1, c ? c - 1 : 0),
+        fl__etcd_op_range_sorted(k->q0, k->q_len, k->q1, k->q_len, false, 2, 0), FL__ETCD_END);
+}
+
+int fl__etcd_look(struct fl__etcd *e, const struct fl__etcd_keys *k, const char *id, uint64_t c,
+                  struct fl__etcd_place *p)
+{
+    char m[FL__ETCD_KEY_MAX];
+    size_t mlen = fl__etcd_entry_key(k, id, m);
+    json_t *req = fl__etcd_txn(NULL, fl__around_ops(k, m, mlen, c), NULL);
+    struct fl__etcd_reply rp;
+    int err = fl__etcd_request(&e->c, "/v3/kv/txn", "look at queue", req,
+                               FL__ETCD_IDEMPOTENT | FL__ETCD_KV | FL__ETCD_GUARD, &rp, NULL);
+    p->c = c;
+    if (!err)
+        err = fl__around(e, &rp, rp.body, 0, k, c != 0, p);
+    fl__etcd_reply_free(&rp);
+    return err;
+}
+
+/* ---- entering the queue ---- */
+
+/* The diagnosis ranges of a refused enqueue. */
+static json_t *fl__diag_ops(const struct fl__etcd_keys *k, const char *m, size_t mlen)
+{
+    return fl__etcd_list(
+        fl__etcd_op_range(k->epoch, k->epoch_len), fl__etcd_op_range(k->last, k->last_len),
+        fl__etcd_op_range(m, mlen),
+        fl__etcd_op_range_sorted(k->q0, k->q_len, k->q1, k->q_len, true, 1, 0),
+        fl__etcd_op_range_sorted(k->q0, k->q_len, k->q1, k->q_len, false, 2, 0), FL__ETCD_END);
+}
+
+/* A refused enqueue (nothing done): why, from the diagnosis at txn.  2
+ * when our entry exists (p->c): an earlier attempt of this call made it. */
+static int fl__refused(struct fl__etcd *e, struct fl__etcd_reply *rp, const json_t *txn,
+                       const struct fl__etcd_keys *k, uint64_t epoch, bool try_only,
+                       struct fl__etcd_place *p)
+{
+    json_t *r[5];
+    static const size_t n = sizeof r / sizeof r[0];
+    int err = 0;
+    for (size_t i = 0; !err && i < n; i++)
+        err = fl__etcd_txn_resp(rp, txn, i, "response_range", &r[i]);
+    if (err)
+        return err;
+    struct fl__etcd_kv kv;
+    int found = fl__etcd_range_first(rp, r[0], 64, &kv);
+    if (found < 0)
+        return found;
+    if (found == 0)
+        return fl__fail(-ENOTRECOVERABLE,
+                        "etcd %s: the epoch key %.*s is gone (deleted?): no token can be "
+                        "numbered safely; `fencelock etcd-epoch --region URI --bump` sets one "
+                        "above every token the prefix holds",
+                        rp->endpoint, (int)k->epoch_len, k->epoch);
+    uint64_t now_epoch = 0;
+    err = fl__etcd_epoch_parse(rp, &kv, &now_epoch);
+    fl__etcd_kv_free(&kv);
+    if (!err && now_epoch != epoch) {
+        err = fl__etcd_epoch_note(&e->c, now_epoch); /* -ENOTRECOVERABLE if lower */
+        p->epoch_moved = true;
+        return err;
+    }
+    if (err)
+        return err;
+    struct fl__etcd_entry me;
+    found = fl__etcd_entry_first(rp, k, r[2], &me);
+    if (found < 0)
+        return found;
+    if (found == 1) {
+        /* An earlier attempt of this call (its answer lost) made our entry. */
+        p->c = me.c;
+        return 2;
+    }
+    found = fl__etcd_range_first(rp, r[1], FL__ETCD_MARK_MAX, &kv);
+    if (found < 0)
+        return found;
+    if (found == 1) {
+        uint64_t mark_epoch = 0, newest = 0;
+        err = fl__etcd_mark_parse(rp, &kv, &mark_epoch, &newest);
+        fl__etcd_kv_free(&kv);
+        if (err == -ENOMSG)
+            return -EPROTO;
+        if (err)
+            return err;
+        if (mark_epoch > epoch)
+            return fl__fail(-ENOTRECOVERABLE,
+                            "etcd %s: key \"%.*s\" queued token %" PRIu64 " under epoch %" PRIu64
+                            ", and the prefix's epoch is %" PRIu64 " now: the epoch was set "
+                            "back; no token is handed out until `fencelock etcd-epoch --region "
+                            "URI --bump` (it sets an epoch above every token the prefix holds)",
+                            rp->endpoint, (int)(k->last_len - (e->c.uri.prefix_len + 6)),
+                            k->last + e->c.uri.prefix_len + 6, newest, mark_epoch, epoch);
+    }
+    if (try_only) {
+        p->pred.state = 0;
+        err = fl__front(rp, k, r[4], p);
+        if (err)
+            return err;
+        return fl__fail(-EBUSY, "etcd: key \"%.*s\" is held (token %" PRIu64 ")",
+                        (int)(k->last_len - (e->c.uri.prefix_len + 6)),
+                        k->last + e->c.uri.prefix_len + 6, p->holder);
+    }
+    return fl__fail(-EPROTO, "etcd %s acquire txn: refused, yet the epoch is ours and the "
+                             "marker below it",
+                    rp->endpoint);
+}
+
+int fl__etcd_enqueue(struct fl__etcd *e, const struct fl__etcd_keys *k, const char *id,
+                     uint64_t lease, bool try_only, struct fl__etcd_place *p)
+{
+    memset(p, 0, sizeof *p);
+    /* relaxed: a cache of the cluster's value, which the Txn compares */
     uint64_t epoch = atomic_load_explicit(&e->c.epoch, memory_order_relaxed);
-    char ev[FL__ETCD_EPOCH_TEXT_MAX], lv[FL__ETCD_LOCK_VALUE_MAX], mv[FL__ETCD_MARK_MAX],
-        bound[FL__ETCD_MARK_MAX];
+    char ev[FL__ETCD_EPOCH_TEXT_MAX], lv[FL__ETCD_ENTRY_VALUE_MAX], mv[FL__ETCD_MARK_MAX],
+        hi[FL__ETCD_MARK_MAX], m[FL__ETCD_KEY_MAX];
     int evn = snprintf(ev, sizeof ev, "%" PRIu64, epoch);
-    int lvn = fl__lock_value(e, epoch, lv, sizeof lv);
-    int mvn = fl__mark_value(mv, sizeof mv, epoch, 'H', 0);
-    /* Below "%07(E+1)": a marker of epoch E or earlier (see ACQUIRE). */
-    int bn = snprintf(bound, sizeof bound, "%07" PRIu64, epoch + 1);
-#define FL__TAKE()                                                                            \
-    fl__etcd_list(fl__etcd_op_put(k->lock, k->lock_len, lv, (size_t)lvn, lease, false),         \
-                  fl__etcd_op_put(k->last, k->last_len, mv, (size_t)mvn, 0, true), FL__ETCD_END)
-    json_t *inner = fl__etcd_txn(
-        fl__etcd_list(fl__etcd_cmp_rev(k->lock, k->lock_len, "CREATE", "EQUAL", 0),
-                      fl__etcd_cmp_value(k->epoch, k->epoch_len, "EQUAL", ev, (size_t)evn),
-                      fl__etcd_cmp_value(k->last, k->last_len, "LESS", bound, (size_t)bn),
-                      FL__ETCD_END),
-        FL__TAKE(),
-        fl__etcd_list(fl__etcd_op_range(k->lock, k->lock_len),
-                      fl__etcd_op_range(k->epoch, k->epoch_len),
-                      fl__etcd_op_range(k->last, k->last_len), FL__ETCD_END));
-    json_t *req = fl__etcd_txn(
-        fl__etcd_list(fl__etcd_cmp_rev(k->lock, k->lock_len, "CREATE", "EQUAL", 0),
-                      fl__etcd_cmp_value(k->epoch, k->epoch_len, "EQUAL", ev, (size_t)evn),
-                      fl__etcd_cmp_rev(k->last, k->last_len, "CREATE", "EQUAL", 0),
-                      FL__ETCD_END),
-        FL__TAKE(), fl__etcd_list(fl__etcd_op_txn(inner), FL__ETCD_END));
-#undef FL__TAKE
+    int lvn = fl__etcd_live_value(e, epoch, lv, sizeof lv);
+    int mvn = fl__etcd_mark_value(epoch, mv, sizeof mv);
+    int hin = fl__etcd_mark_value(epoch + 1, hi, sizeof hi); /* below it: E or earlier */
+    size_t mlen = fl__etcd_entry_key(k, id, m);
+#define FL__OPS()                                                                             \
+    fl__etcd_list(                                                                            \
+        fl__etcd_op_range_sorted(k->q0, k->q_len, k->q1, k->q_len, true, 1, 0),               \
+        fl__etcd_op_range_sorted(k->q0, k->q_len, k->q1, k->q_len, false, 2, 0),              \
+        fl__etcd_op_put(m, mlen, lv, (size_t)lvn, lease, false),                              \
+        fl__etcd_op_put(k->last, k->last_len, mv, (size_t)mvn, 0, true), FL__ETCD_END)
+#define FL__BASE()                                                                            \
+    fl__etcd_cmp_value(k->epoch, k->epoch_len, "EQUAL", ev, (size_t)evn),                    \
+        fl__etcd_cmp_rev(m, mlen, "CREATE", "EQUAL", 0)
+#define FL__MARK_OK()                                                                         \
+    fl__etcd_cmp_value(k->last, k->last_len, "GREATER", "q", 1),                             \
+        fl__etcd_cmp_value(k->last, k->last_len, "LESS", hi, (size_t)hin)
+#define FL__EMPTY() fl__etcd_cmp_rev_range(k->q0, k->q_len, k->q1, k->q_len, "CREATE", "EQUAL", 0)
+#define FL__RELEASED()                                                                        \
+    fl__etcd_cmp_value_range(k->q0, k->q_len, k->q1, k->q_len, "LESS", "W", 1)
+    json_t *req;
+    if (!try_only) {
+        json_t *ok = fl__etcd_txn(fl__etcd_list(FL__BASE(), FL__MARK_OK(), FL__ETCD_END),
+                                  FL__OPS(), fl__diag_ops(k, m, mlen));
+        req = fl__etcd_txn(
+            fl__etcd_list(FL__BASE(), fl__etcd_cmp_rev(k->last, k->last_len, "CREATE", "EQUAL", 0),
+                          FL__ETCD_END),
+            FL__OPS(), fl__etcd_list(fl__etcd_op_txn(ok), FL__ETCD_END));
+    } else {
+        json_t *released =
+            fl__etcd_txn(fl__etcd_list(FL__BASE(), FL__MARK_OK(), FL__RELEASED(), FL__ETCD_END),
+                         FL__OPS(), fl__diag_ops(k, m, mlen));
+        json_t *empty =
+            fl__etcd_txn(fl__etcd_list(FL__BASE(), FL__MARK_OK(), FL__EMPTY(), FL__ETCD_END),
+                         FL__OPS(), fl__etcd_list(fl__etcd_op_txn(released), FL__ETCD_END));
+        req = fl__etcd_txn(
+            fl__etcd_list(FL__BASE(), fl__etcd_cmp_rev(k->last, k->last_len, "CREATE", "EQUAL", 0),
+                          FL__EMPTY(), FL__ETCD_END),
+            FL__OPS(), fl__etcd_list(fl__etcd_op_txn(empty), FL__ETCD_END));
+    }
+#undef FL__OPS
+#undef FL__BASE
+#undef FL__MARK_OK
+#undef FL__EMPTY
+#undef FL__RELEASED
     struct fl__etcd_reply rp;
     bool ok = false;
     int err = fl__etcd_request(&e->c, "/v3/kv/txn", "acquire txn", req,
@@ -240,100 +417,110 @@ int fl__etcd_acquire_txn(struct fl__etcd *e, const struct fl__etcd_keys *k, uint
         err = 1; /* "requested lease not found": our lease ran out first */
         goto out;
     }
+    /* Down the nested Txns to the one that decided: each level's failure
+     * is the next level, the last one's the diagnosis. */
+    const json_t *txn = rp.body;
+    for (int level = 1, levels = try_only ? 3 : 2; !err && !ok; level++) {
+        if (level == levels) {
+            err = fl__refused(e, &rp, txn, k, epoch, try_only, p);
+            if (err == 2) /* an earlier attempt of ours queued us: where are we? */
+                err = fl__etcd_look(e, k, id, p->c, p);
+            goto out;
+        }
+        json_t *sub = NULL;
+        err = fl__etcd_txn_resp(&rp, txn, 0, "response_txn", &sub);
+        if (!err)
+            err = fl__etcd_txn_result(&rp, sub, &ok);
+        txn = sub;
+    }
     if (err)
         goto out;
-    t->revision = rp.revision;
-    if (ok) { /* the key's first holding */
-        err = fl__acquire_won(&rp, rp.body, epoch, t);
+    if (rp.revision >= FL__ETCD_REV_LIMIT) {
+        err = fl__fail(-EOVERFLOW, "etcd %s: revision %" PRIu64 " does not fit a token "
+                                   "(2^40 or more): bump the epoch",
+                       rp.endpoint, rp.revision);
         goto out;
     }
-    json_t *sub = NULL;
+    p->c = rp.revision;
+    p->token = epoch << FL__ETCD_EPOCH_SHIFT | rp.revision;
+    p->revision = rp.revision;
+    json_t *newest = NULL, *oldest = NULL, *put = NULL, *prev = NULL;
+    err = fl__etcd_txn_resp(&rp, txn, 0, "response_range", &newest);
     if (!err)
-        err = fl__etcd_txn_resp(&rp, rp.body, 0, "response_txn", &sub);
+        err = fl__etcd_txn_resp(&rp, txn, 1, "response_range", &oldest);
     if (!err)
-        err = fl__etcd_txn_result(&rp, sub, &ok);
-    if (!err && ok) {
-        err = fl__acquire_won(&rp, sub, epoch, t);
-        goto out;
+        err = fl__etcd_txn_resp(&rp, txn, 3, "response_put", &put);
+    if (!err)
+        err = fl__etcd_obj(&rp, put, "prev_kv", &prev);
+    uint64_t mark_rev = 0;
+    if (!err && prev) {
+        struct fl__etcd_kv mark;
+        err = fl__etcd_kv_parse(&rp, prev, FL__ETCD_MARK_MAX, &mark);
+        mark_rev = err ? 0 : mark.mod_revision;
+        if (!err)
+            fl__etcd_kv_free(&mark);
     }
-    json_t *lock_range = NULL, *epoch_range = NULL, *last_range = NULL;
-    if (!err)
-        err = fl__etcd_txn_resp(&rp, sub, 0, "response_range", &lock_range);
-    if (!err)
-        err = fl__etcd_txn_resp(&rp, sub, 1, "response_range", &epoch_range);
-    if (!err)
-        err = fl__etcd_txn_resp(&rp, sub, 2, "response_range", &last_range);
-    if (err)
-        goto out;
-    struct fl__etcd_kv kv;
-    int found = fl__etcd_range_first(&rp, epoch_range, 64, &kv);
+    struct fl__etcd_entry pred;
+    int found = err ? err : fl__etcd_entry_first(&rp, k, newest, &pred);
     if (found < 0) {
         err = found;
         goto out;
     }
-    if (found == 0) {
-        err = fl__fail(-ENOTRECOVERABLE,
-                       "etcd %s: the epoch key %.*s is gone (deleted?): no token can be "
-                       "numbered safely; `fencelock etcd-epoch --region URI --bump` sets one "
-                       "above every token the prefix holds",
-                       rp.endpoint, (int)k->epoch_len, k->epoch);
-        goto out;
-    }
-    uint64_t now_epoch = 0;
-    err = fl__etcd_epoch_parse(&rp, &kv, &now_epoch);
-    fl__etcd_kv_free(&kv);
-    if (!err && now_epoch != epoch) {
-        err = fl__etcd_epoch_note(&e->c, now_epoch); /* -ENOTRECOVERABLE if lower */
-        t->epoch_moved = true;
-    }
-    if (err)
-        goto out;
-    found = fl__etcd_range_first(&rp, lock_range, FL__ETCD_LOCK_VALUE_MAX, &kv);
-    if (found < 0) {
-        err = found;
-        goto out;
-    }
-    if (found == 1) {
-        err = fl__holder_token(&rp, &kv, &t->token);
-        t->holder_lease = kv.lease;
-        fl__etcd_kv_free(&kv);
-        goto out;
-    }
-    if (t->epoch_moved)
-        goto out;
-    /* Free, under the epoch we numbered with: the marker names a later
-     * epoch.  The epoch was set back (etcdctl put PREFIX/epoch, a smaller
-     * value): no token of it may be handed out (I1). */
-    found = fl__etcd_range_first(&rp, last_range, FL__ETCD_MARK_MAX, &kv);
-    char state = 0;
-    uint64_t prev = 0;
-    if (found == 1) {
-        err = fl__etcd_mark_parse(&rp, &kv, &state, &prev);
-        fl__etcd_kv_free(&kv);
-    } else if (found < 0)
-        err = found;
-    if (!err && found == 1)
-        err = fl__fail(-ENOTRECOVERABLE,
-                       "etcd %s: key \"%.*s\" issued token %" PRIu64 " under epoch %" PRIu64
-                       ", and the prefix's epoch is %" PRIu64 " now: the epoch was set back; "
-                       "no token is handed out until `fencelock etcd-epoch --region URI "
-                       "--bump` (it sets an epoch above every token the prefix holds)",
-                       rp.endpoint, (int)(k->last_len - (e->c.uri.prefix_len + 6)),
-                       k->last + e->c.uri.prefix_len + 6, prev,
-                       (uint64_t)(prev >> FL__ETCD_EPOCH_SHIFT), epoch);
-    else if (!err)
-        err = fl__fail(-EPROTO, "etcd %s acquire txn: failed, yet the key is free under the "
-                                "same epoch",
+    if (found == 0 || pred.state != 'W') {
+        err = fl__holding_now(e, k, &pred, false, prev ? mark_rev : 0, p);
+        if (!err && found == 0 && prev)
+            p->flags = FL_LEASE_EXPIRED; /* a marker, no entry: the last one vanished */
+    } else if (try_only)
+        err = fl__fail(-EPROTO, "etcd %s acquire txn: took a key whose queue holds a live "
+                                "entry",
                        rp.endpoint);
+    else {
+        p->pred = pred;
+        err = fl__front(&rp, k, oldest, p);
+    }
 out:
+    fl__etcd_reply_free(&rp);
+    return err;
+}
+
+/* ---- leaving the queue ---- */
+
+int fl__etcd_leave(struct fl__etcd *e, const struct fl__etcd_keys *k, const char *id,
+                   struct fl__etcd_place *p)
+{
+    char m[FL__ETCD_KEY_MAX], pk[FL__ETCD_KEY_MAX];
+    size_t mlen = fl__etcd_entry_key(k, id, m);
+    size_t plen = fl__etcd_entry_key(k, p->pred.id, pk);
+    /* Only while the entry before ours is as we knew it (live): else we may
+     * hold the key now, and must not leave a holding behind unreleased. */
+    json_t *req = fl__etcd_txn(
+        fl__etcd_list(fl__etcd_cmp_rev(m, mlen, "CREATE", "EQUAL", p->c),
+                      fl__etcd_cmp_value(pk, plen, "EQUAL", p->pred.value, p->pred.value_len),
+                      FL__ETCD_END),
+        fl__etcd_list(fl__etcd_op_delete(m, mlen, false), FL__ETCD_END),
+        fl__around_ops(k, m, mlen, p->c));
+    struct fl__etcd_reply rp;
+    bool ok = false;
+    int err = fl__etcd_request(&e->c, "/v3/kv/txn", "leave queue", req,
+                               FL__ETCD_REPEATABLE | FL__ETCD_KV, &rp, &ok);
+    if (!err && !ok) {
+        /* Our entry is gone (a repetition whose first attempt deleted it, or
+         * its lease ended: p->c 0), or the entry before it changed. */
+        err = fl__around(e, &rp, rp.body, 0, k, true, p);
+        if (!err && p->c)
+            err = p->head ? 1 : 2;
+    } else if (!err)
+        p->c = 0;
     fl__etcd_reply_free(&rp);
     return err;
 }
 
 /* ---- release, check, renew ---- */
 
+/* The key of lease l (held by this handle) and its state in the key table:
+ * 0, -EINVAL (bad arguments), or -ESTALE (not this handle's holding now). */
 static int fl__lease_args(struct fl__etcd *e, const struct fl__etcd_lease *l, const char *fn,
-                          char key[FL_KEY_MAX + 1])
+                          char key[FL_KEY_MAX + 1], struct fl__etcd_key *held)
 {
     if (e->h.readonly && strcmp(fn, "fl_check") != 0)
         return fl__fail(-EINVAL, "%s: read-only region handle", fn);
@@ -342,28 +529,34 @@ static int fl__lease_args(struct fl__etcd *e, const struct fl__etcd_lease *l, co
     if (fl__etcd_slot_key(e, l->slot, key, NULL) != 0)
         return fl__fail(-EINVAL, "%s: bad slot %" PRIu32 " (not a key this handle used)", fn,
                         l->slot);
+    if (!fl__etcd_held(e, l->slot, l->token, held))
+        return fl__fail(-ESTALE, "etcd: \"%s\" is no longer held by token %" PRIu64
+                                 " (released, or taken over)",
+                        key, l->token);
     return 0;
 }
 
-/* Range lock/KEY: 0 and whether it is the holding (token, lease; lease 0:
- * any), with *lease_out its lease. */
-static int fl__is_holding(struct fl__etcd *e, const struct fl__etcd_keys *k, uint64_t token,
-                          uint64_t lease, bool *ours, uint64_t *lease_out)
+/* Our entry of holding h at k: the lease it is on (0: none, or gone) and
+ * whether it is still the live entry of that holding. */
+static int fl__entry_now(struct fl__etcd *e, const struct fl__etcd_keys *k,
+                         const struct fl__etcd_key *h, bool *live, uint64_t *on)
 {
-    *ours = false;
-    json_t *req = json_pack("{s:o}", "key", fl__etcd_b64(k->lock, k->lock_len));
+    *live = false;
+    *on = 0;
+    char m[FL__ETCD_KEY_MAX];
+    size_t mlen = fl__etcd_entry_key(k, h->held_id, m);
+    json_t *req = json_pack("{s:o}", "key", fl__etcd_b64(m, mlen));
     struct fl__etcd_reply rp;
-    int err = fl__etcd_request(&e->c, "/v3/kv/range", "range lock", req,
+    int err = fl__etcd_request(&e->c, "/v3/kv/range", "range entry", req,
                                FL__ETCD_IDEMPOTENT | FL__ETCD_KV, &rp, NULL);
     struct fl__etcd_kv kv = {0}; /* clang-analyzer cannot see that err is never above 0 */
-    int found = err ? err : fl__etcd_range_first(&rp, rp.body, FL__ETCD_LOCK_VALUE_MAX, &kv);
+    int found = err ? err : fl__etcd_range_first(&rp, rp.body, FL__ETCD_ENTRY_VALUE_MAX, &kv);
     if (found == 1) {
-        uint64_t holder = 0;
-        err = fl__holder_token(&rp, &kv, &holder);
-        if (!err && holder == token && (lease == 0 || kv.lease == lease)) {
-            *ours = true;
-            if (lease_out)
-                *lease_out = kv.lease;
+        struct fl__etcd_entry en;
+        err = fl__etcd_entry_parse(&rp, k, &kv, &en);
+        if (!err && en.state == 'W' && en.c == fl__rev(h->held_token)) {
+            *live = true;
+            *on = en.lease;
         }
         fl__etcd_kv_free(&kv);
     } else if (found < 0)
@@ -372,50 +565,43 @@ static int fl__is_holding(struct fl__etcd *e, const struct fl__etcd_keys *k, uin
     return err;
 }
 
-/* A renew whose move of the key had no known outcome left two leases (RENEW):
- * read the key, keep the lease it is on, let the other go.  Still unknown
- * (the read failed): both stay, and the error is returned. */
-static int fl__settle_move(struct fl__etcd *e, uint32_t slot, uint64_t token,
-                           const struct fl__etcd_keys *k)
+/* A renew whose move of the entry had no known outcome left two leases
+ * (RENEW): read the entry, keep the lease it is on, let the other go.
+ * Still unknown (the read failed): both stay, and the error is returned.
+ * *h is updated. */
+static int fl__settle_move(struct fl__etcd *e, uint32_t slot, const struct fl__etcd_keys *k,
+                           struct fl__etcd_key *h)
 {
-    pthread_mutex_lock(&e->lock);
-    struct fl__etcd_key *key = slot < e->nkeys ? e->keys[slot] : NULL;
-    uint64_t moving = key && key->held_token == token ? key->moving_lease : 0;
-    pthread_mutex_unlock(&e->lock);
-    if (!moving)
+    if (!h->moving_lease)
         return 0;
-    bool ours = false;
+    bool live = false;
     uint64_t on = 0;
-    int err = fl__is_holding(e, k, token, 0, &ours, &on);
+    int err = fl__entry_now(e, k, h, &live, &on);
     if (err)
         return err;
     uint64_t drop[2] = {0, 0};
-    pthread_mutex_lock(&e->lock);
-    if (key->held_token == token && key->moving_lease == moving) {
-        uint64_t old = key->held_lease;
-        if (ours && on == moving) { /* the move took effect */
-            key->held_lease = moving;
-            drop[0] = old;
-        } else if (ours && on == old) { /* it did not */
-            drop[0] = moving;
-        } else { /* the holding is over (or on a lease not ours): both go */
-            drop[0] = moving;
-            drop[1] = ours ? old : 0;
-            if (ours)
-                key->held_lease = on;
-        }
-        key->moving_lease = 0;
+    if (live && on == h->moving_lease) { /* the move took effect */
+        drop[0] = h->held_lease;
+        h->held_lease = h->moving_lease;
+        h->held_ttl = h->moving_ttl;
+        h->held_until = h->moving_until;
+    } else if (live && on == h->held_lease) { /* it did not */
+        drop[0] = h->moving_lease;
+    } else { /* the holding is over: its entry carries nothing of either */
+        drop[0] = h->moving_lease;
     }
-    pthread_mutex_unlock(&e->lock);
-    for (int i = 0; i < 2; i++)
-        fl__etcd_revoke_later(e, drop[i]);
+    h->moving_lease = h->moving_ttl = h->moving_until = 0;
+    fl__etcd_set_lease(e, slot, h->held_token, h->held_lease, h->held_ttl, h->held_until, 0, 0,
+                       0);
+    fl__etcd_revoke_later(e, drop[0]);
     return 0;
 }
 
 int fl__etcd_check(struct fl__etcd *e, const struct fl__etcd_lease *l)
 {
     char key[FL_KEY_MAX + 1];
-    int err = fl__lease_args(e, l, "fl_check", key);
+    struct fl__etcd_key h;
+    int err = fl__lease_args(e, l, "fl_check", key, &h);
     if (err)
         return err;
     if (fl__etcd_now_ns() >= l->deadline_ns)
@@ -424,120 +610,110 @@ int fl__etcd_check(struct fl__etcd *e, const struct fl__etcd_lease *l)
                         key, l->token);
     struct fl__etcd_keys k;
     fl__etcd_keys_of(e, key, strlen(key), &k);
-    err = fl__settle_move(e, l->slot, l->token, &k);
+    err = fl__settle_move(e, l->slot, &k, &h);
+    bool live = false;
+    uint64_t on = 0;
+    if (!err)
+        err = fl__entry_now(e, &k, &h, &live, &on);
     if (err)
         return err;
-    bool ours = false;
-    uint64_t lease = fl__etcd_held_lease(e, l->slot, l->token, l->lease_id);
-    err = fl__is_holding(e, &k, l->token, lease, &ours, NULL);
-    if (err)
-        return err;
-    return ours ? 0
-                : fl__fail(-ESTALE, "etcd: \"%s\" is no longer held by token %" PRIu64, key,
-                           l->token);
+    return live && (on == h.held_lease || (h.moving_lease && on == h.moving_lease))
+               ? 0
+               : fl__fail(-ESTALE, "etcd: \"%s\" is no longer held by token %" PRIu64, key,
+                          l->token);
 }
 
-/* The release Txn, with marker state 'R' (fl_release) or 'D' (fl_close).
- * retry: an earlier call's attempt may have taken effect (its answer was
- * lost), so a marker that says exactly this release is that attempt's. */
-static int fl__release_as(struct fl__etcd *e, const char *key, uint64_t token, uint64_t lease,
-                          char state, bool retry)
+/* Our entry m rewritten as done (value dv, no lease), and the released
+ * entry before it (pk, plen 0: none) deleted. */
+static json_t *fl__done_ops(const char *m, size_t mlen, const char *dv, size_t dvn,
+                            const char *pk, size_t plen)
 {
-    struct fl__etcd_keys k;
-    fl__etcd_keys_of(e, key, strlen(key), &k);
-    char mv[FL__ETCD_MARK_MAX], hv[FL__ETCD_MARK_MAX];
-    int mvn = fl__mark_value(mv, sizeof mv, fl__epoch_of(token), state, token);
-    int hvn = fl__mark_value(hv, sizeof hv, fl__epoch_of(token), 'H', 0);
-    uint64_t r = fl__rev(token);
+    json_t *ops = fl__etcd_list(fl__etcd_op_put(m, mlen, dv, dvn, 0, false), FL__ETCD_END);
+    if (ops && plen && json_array_append_new(ops, fl__etcd_op_delete(pk, plen, false)) != 0) {
+        json_decref(ops);
+        return NULL;
+    }
+    return ops;
+}
+
+/* The release Txn of holding h with state 'R' (fl_release) or 'D'
+ * (fl_close).  retry: an earlier call's attempt may have taken effect (its
+ * answer was lost), so an entry that says exactly this release is that
+ * attempt's. */
+static int fl__release_as(struct fl__etcd *e, const struct fl__etcd_keys *k,
+                          const struct fl__etcd_key *h, uint64_t lease, char state, bool retry)
+{
+    char m[FL__ETCD_KEY_MAX], pk[FL__ETCD_KEY_MAX], dv[FL__ETCD_ENTRY_VALUE_MAX];
+    size_t mlen = fl__etcd_entry_key(k, h->held_id, m);
+    size_t plen = h->pred_id[0] ? fl__etcd_entry_key(k, h->pred_id, pk) : 0;
+    int dvn = fl__etcd_done_value(state, h->held_token, dv, sizeof dv);
+    uint64_t c = fl__rev(h->held_token);
+#define FL__DONE() fl__done_ops(m, mlen, dv, (size_t)dvn, pk, plen)
     json_t *inner = fl__etcd_txn(
-        fl__etcd_list(fl__etcd_cmp_rev(k.lock, k.lock_len, "CREATE", "EQUAL", 0),
-                      fl__etcd_cmp_rev(k.last, k.last_len, "MOD", "EQUAL", r),
-                      fl__etcd_cmp_value(k.last, k.last_len, "EQUAL", hv, (size_t)hvn), FL__ETCD_END),
-        fl__etcd_list(fl__etcd_op_put(k.last, k.last_len, mv, (size_t)mvn, 0, false), FL__ETCD_END),
-        fl__etcd_list(fl__etcd_op_range(k.lock, k.lock_len),
-                      fl__etcd_op_range(k.last, k.last_len), FL__ETCD_END));
+        fl__etcd_list(fl__etcd_cmp_rev(m, mlen, "CREATE", "EQUAL", 0),
+                      fl__etcd_cmp_rev(k->last, k->last_len, "MOD", "EQUAL", c), FL__ETCD_END),
+        FL__DONE(), fl__etcd_list(fl__etcd_op_range(m, mlen), FL__ETCD_END));
     json_t *req = fl__etcd_txn(
-        fl__etcd_list(fl__etcd_cmp_rev(k.lock, k.lock_len, "CREATE", "EQUAL", r),
-                      fl__etcd_cmp_lease(k.lock, k.lock_len, "EQUAL", lease), FL__ETCD_END),
-        fl__etcd_list(fl__etcd_op_delete(k.lock, k.lock_len, true),
-                      fl__etcd_op_put(k.last, k.last_len, mv, (size_t)mvn, 0, false), FL__ETCD_END),
-        fl__etcd_list(fl__etcd_op_txn(inner), FL__ETCD_END));
+        fl__etcd_list(fl__etcd_cmp_rev(m, mlen, "CREATE", "EQUAL", c),
+                      fl__etcd_cmp_lease(m, mlen, "EQUAL", lease), FL__ETCD_END),
+        FL__DONE(), fl__etcd_list(fl__etcd_op_txn(inner), FL__ETCD_END));
+#undef FL__DONE
     struct fl__etcd_reply rp;
     bool ok = false;
     int err = fl__etcd_request(&e->c, "/v3/kv/txn", "release txn", req,
                                FL__ETCD_REPEATABLE | FL__ETCD_KV, &rp, &ok);
     if (err || ok)
         goto out;
-    json_t *txn = NULL, *last_range = NULL;
+    json_t *txn = NULL, *range = NULL;
     err = fl__etcd_txn_resp(&rp, rp.body, 0, "response_txn", &txn);
     if (!err)
         err = fl__etcd_txn_result(&rp, txn, &ok);
     if (err || ok)
         goto out;
-    err = fl__etcd_txn_resp(&rp, txn, 1, "response_range", &last_range);
+    err = fl__etcd_txn_resp(&rp, txn, 0, "response_range", &range);
     if (err)
         goto out;
     /* Refused.  After an attempt whose answer was lost (in this call, or in
-     * an earlier fl_release of this holding), a marker that says this very
-     * release is the lost attempt's work: the holding ended by its release
-     * and nobody acquired the key since (an acquire writes "E H"). */
+     * an earlier fl_release of this holding), an entry that says this very
+     * release is the lost attempt's work. */
     struct fl__etcd_kv kv;
-    int found = fl__etcd_range_first(&rp, last_range, FL__ETCD_MARK_MAX, &kv);
-    bool mine = found == 1 && (rp.ambiguous || retry) && kv.value_len == (size_t)mvn &&
-                memcmp(kv.value, mv, (size_t)mvn) == 0;
+    int found = fl__etcd_range_first(&rp, range, FL__ETCD_ENTRY_VALUE_MAX, &kv);
+    bool mine = found == 1 && (rp.ambiguous || retry) && kv.value_len == (size_t)dvn &&
+                memcmp(kv.value, dv, (size_t)dvn) == 0;
     if (found == 1)
         fl__etcd_kv_free(&kv);
     if (found < 0)
         err = found;
     else if (!mine)
-        err = fl__fail(-ESTALE, "etcd: \"%s\" is no longer held by token %" PRIu64
+        err = fl__fail(-ESTALE, "etcd: \"%.*s\" is no longer held by token %" PRIu64
                                 " (taken over, or released before)",
-                       key, token);
+                       (int)(k->last_len - (e->c.uri.prefix_len + 6)),
+                       k->last + e->c.uri.prefix_len + 6, h->held_token);
 out:
     fl__etcd_reply_free(&rp);
     return err;
 }
 
-/* The etcd keys of holding l's key (*k), and its etcd lease: the one this
- * handle recorded (*ours), or, for a lease copied without its etcd lease
- * id, the key's own if the key is still this holding (one read; *ours false
- * and *lease 0 otherwise). */
-static int fl__holding_lease(struct fl__etcd *e, const struct fl__etcd_lease *l, const char *key,
-                             struct fl__etcd_keys *k, uint64_t *lease, bool *ours)
-{
-    fl__etcd_keys_of(e, key, strlen(key), k);
-    *lease = 0;
-    *ours = false;
-    int err = fl__settle_move(e, l->slot, l->token, k);
-    if (err)
-        return err;
-    *lease = fl__etcd_held_lease(e, l->slot, l->token, l->lease_id);
-    *ours = *lease != 0;
-    return *ours ? 0 : fl__is_holding(e, k, l->token, 0, ours, lease);
-}
-
 int fl__etcd_release(struct fl__etcd *e, const struct fl__etcd_lease *l)
 {
     char key[FL_KEY_MAX + 1];
-    int err = fl__lease_args(e, l, "fl_release", key);
+    struct fl__etcd_key h;
+    int err = fl__lease_args(e, l, "fl_release", key, &h);
     if (err)
         return err;
     struct fl__etcd_keys k;
-    bool ours;
-    uint64_t lease;
-    err = fl__holding_lease(e, l, key, &k, &lease, &ours);
+    fl__etcd_keys_of(e, key, strlen(key), &k);
+    err = fl__settle_move(e, l->slot, &k, &h);
     if (err)
         return err;
-    err = fl__release_as(e, key, l->token, lease, 'R',
-                         fl__etcd_release_was_unsure(e, l->slot, l->token));
+    err = fl__release_as(e, &k, &h, h.held_lease, 'R', h.release_unsure);
     if (!err || err == -ESTALE) {
-        /* Over either way; the lease only ever carried this holding.  On
-         * any other error the key may still be held: the caller calls
+        /* Over either way, and our entry carries no lease now (or is
+         * gone): the lease goes back to the pool for the next acquisition.
+         * On any other error the entry may still be live: the caller calls
          * fl_release again (fl_close does too). */
         fl__etcd_clear_held(e, l->slot, l->token);
-        /* The Txn made the release; revoking the lease, which carries
-         * nothing now, is the revoker's (revoker.c): one round trip, not two. */
-        fl__etcd_revoke_later(e, lease);
+        fl__etcd_lease_give(e, h.held_lease, h.held_ttl, h.held_until);
     } else if (err == -EAGAIN || err == -EPROTO)
         fl__etcd_note_release_unsure(e, l->slot, l->token);
     return err;
@@ -551,27 +727,20 @@ void fl__etcd_abandon_all(struct fl__etcd *e)
             pthread_mutex_unlock(&e->lock);
             return;
         }
-        uint64_t token = e->keys[s]->held_token;
-        char key[FL_KEY_MAX + 1];
-        memcpy(key, e->keys[s]->name, e->keys[s]->len + 1);
+        struct fl__etcd_key h = *e->keys[s];
         pthread_mutex_unlock(&e->lock);
-        if (!token)
+        if (!h.held_token)
             continue;
         struct fl__etcd_keys k;
-        fl__etcd_keys_of(e, key, strlen(key), &k);
-        (void)fl__settle_move(e, s, token, &k); /* best effort: else both leases below */
-        pthread_mutex_lock(&e->lock);
-        struct fl__etcd_key *kk = e->keys[s];
-        uint64_t leases[2] = {kk->held_token == token ? kk->held_lease : 0,
-                              kk->held_token == token ? kk->moving_lease : 0};
-        if (kk->held_token == token)
-            kk->held_token = kk->held_lease = kk->moving_lease = 0;
-        pthread_mutex_unlock(&e->lock);
+        fl__etcd_keys_of(e, h.name, h.len, &k);
+        (void)fl__settle_move(e, s, &k, &h); /* best effort: else both leases below */
+        fl__etcd_clear_held(e, s, h.held_token);
+        uint64_t leases[2] = {h.held_lease, h.moving_lease};
         for (int i = 0; i < 2; i++) {
             if (!leases[i])
                 continue;
-            (void)fl__release_as(e, key, token, leases[i], 'D', false); /* best effort */
-            fl__etcd_lease_drop(e, leases[i]);
+            (void)fl__release_as(e, &k, &h, leases[i], 'D', h.release_unsure); /* best effort */
+            fl__etcd_revoke_later(e, leases[i]);
         }
     }
 }
@@ -579,102 +748,90 @@ void fl__etcd_abandon_all(struct fl__etcd *e)
 int fl__etcd_renew(struct fl__etcd *e, struct fl__etcd_lease *l, uint64_t lease_ns)
 {
     char key[FL_KEY_MAX + 1];
-    int err = fl__lease_args(e, l, "fl_renew", key);
-    if (err)
-        return err;
+    struct fl__etcd_key h;
     if (lease_ns == 0)
         return fl__fail(-EINVAL, "fl_renew: lease_ns is 0");
+    int err = fl__lease_args(e, l, "fl_renew", key, &h);
+    if (err)
+        return err;
     uint64_t want;
     err = fl__etcd_ttl(e, lease_ns, &want);
     if (err)
         return err;
     struct fl__etcd_keys k;
-    bool ours;
-    uint64_t lease;
-    err = fl__holding_lease(e, l, key, &k, &lease, &ours);
+    fl__etcd_keys_of(e, key, strlen(key), &k);
+    err = fl__settle_move(e, l->slot, &k, &h);
     if (err)
         return err;
-    if (!ours)
-        goto stale;
-    uint64_t t0 = fl__etcd_now_ns(), ttl = 0;
-    err = fl__etcd_keepalive(&e->c, lease, &ttl);
-    if (err)
-        return err;
-    if (ttl == 0)
-        goto stale; /* the lease ran out: etcd deleted the key with it */
-    if (ttl == want) {
-        /* The lease lives on from t0; is the key still on it? */
-        err = fl__is_holding(e, &k, l->token, lease, &ours, NULL);
+    bool live = false;
+    uint64_t on = 0;
+    if (want == h.held_ttl) {
+        uint64_t until = 0;
+        err = fl__etcd_lease_renew(e, h.held_lease, &until);
         if (err)
             return err;
-        if (!ours)
-            goto stale;
-        l->deadline_ns = t0 + ttl * FL__NS_PER_S;
-        l->lease_id = lease;
-        return 0;
-    }
-    /* Another length: a new lease, and the key moved to it. */
-    uint64_t lease2 = 0, granted = 0, base = 0;
-    err = fl__etcd_lease_grant(e, want, &lease2, &granted, &base);
-    if (err)
-        return err;
-    if (granted == ttl) {
-        /* etcd raised the new one to what the old one has: keep the old. */
-        fl__etcd_lease_drop(e, lease2);
-        err = fl__is_holding(e, &k, l->token, lease, &ours, NULL);
+        if (!until)
+            goto stale; /* the lease ran out: etcd deleted the entry with it */
+        /* The lease lives on; is our entry still live on it? */
+        err = fl__entry_now(e, &k, &h, &live, &on);
         if (err)
             return err;
-        if (!ours)
+        if (!live || on != h.held_lease)
             goto stale;
-        l->deadline_ns = t0 + ttl * FL__NS_PER_S;
-        l->lease_id = lease;
+        fl__etcd_set_lease(e, l->slot, l->token, h.held_lease, h.held_ttl, until, 0, 0, 0);
+        l->deadline_ns = until;
+        l->lease_id = h.held_lease;
         return 0;
     }
+    /* Another length: a lease of that TTL, fresh, and the entry moved to it. */
+    uint64_t lease2 = 0, granted = 0, until2 = 0;
+    err = fl__etcd_lease_take(e, want, &lease2, &granted, &until2);
+    if (!err && until2 < fl__etcd_now_ns() + want * FL__NS_PER_S / 10 * 9)
+        err = fl__etcd_lease_renew(e, lease2, &until2);
+    if (!err && !until2)
+        err = fl__etcd_lease_grant(e, want, &lease2, &granted, &until2);
+    if (err)
+        return err;
+    char m[FL__ETCD_KEY_MAX];
+    size_t mlen = fl__etcd_entry_key(&k, h.held_id, m);
     json_t *req = fl__etcd_txn(
-        fl__etcd_list(fl__etcd_cmp_rev(k.lock, k.lock_len, "CREATE", "EQUAL", fl__rev(l->token)),
-                      fl__etcd_cmp_lease(k.lock, k.lock_len, "EQUAL", lease), FL__ETCD_END),
-        fl__etcd_list(fl__etcd_op_put_lease(k.lock, k.lock_len, lease2), FL__ETCD_END),
-        fl__etcd_list(fl__etcd_op_range(k.lock, k.lock_len), FL__ETCD_END));
+        fl__etcd_list(fl__etcd_cmp_rev(m, mlen, "CREATE", "EQUAL", fl__rev(l->token)),
+                      fl__etcd_cmp_lease(m, mlen, "EQUAL", h.held_lease), FL__ETCD_END),
+        fl__etcd_list(fl__etcd_op_put_lease(m, mlen, lease2), FL__ETCD_END),
+        fl__etcd_list(fl__etcd_op_range(m, mlen), FL__ETCD_END));
     struct fl__etcd_reply rp;
     bool ok = false;
     err = fl__etcd_request(&e->c, "/v3/kv/txn", "renew txn", req,
                            FL__ETCD_REPEATABLE | FL__ETCD_KV, &rp, &ok);
     if (!err && !ok) {
-        /* A repetition after a lost answer finds the key on lease2. */
+        /* A repetition after a lost answer finds the entry on lease2. */
         json_t *range = NULL;
-        struct fl__etcd_kv kv;
+        struct fl__etcd_entry en;
         err = fl__etcd_txn_resp(&rp, rp.body, 0, "response_range", &range);
-        int found = err ? err : fl__etcd_range_first(&rp, range, FL__ETCD_LOCK_VALUE_MAX, &kv);
-        if (found == 1) {
-            ok = kv.lease == lease2 && kv.create_revision == fl__rev(l->token);
-            fl__etcd_kv_free(&kv);
-        } else if (found < 0)
+        int found = err ? err : fl__etcd_entry_first(&rp, &k, range, &en);
+        if (found == 1)
+            ok = en.state == 'W' && en.lease == lease2 && en.c == fl__rev(l->token);
+        else if (found < 0)
             err = found;
     }
     fl__etcd_reply_free(&rp);
     if (err == -EAGAIN || err == -EPROTO) {
-        /* Unknown: the key is on lease or on lease2, and both stay (RENEW).
-         * The holding lasts at least as long as the shorter of the two. */
-        pthread_mutex_lock(&e->lock);
-        if (e->keys[l->slot]->held_token == l->token)
-            e->keys[l->slot]->moving_lease = lease2;
-        pthread_mutex_unlock(&e->lock);
-        uint64_t kept = t0 + ttl * FL__NS_PER_S, moved = base + granted * FL__NS_PER_S;
-        l->deadline_ns = kept < moved ? kept : moved;
+        /* Unknown: the entry is on the old lease or on lease2, and both stay
+         * (RENEW).  The holding lasts at least as long as the shorter. */
+        fl__etcd_set_lease(e, l->slot, l->token, h.held_lease, h.held_ttl, h.held_until, lease2,
+                           want, until2);
+        l->deadline_ns = h.held_until < until2 ? h.held_until : until2;
         return err;
     }
     if (err || !ok) {
-        fl__etcd_lease_drop(e, lease2); /* the Txn had no effect */
+        fl__etcd_lease_give(e, lease2, want, until2); /* the Txn had no effect */
         if (err)
             return err;
         goto stale;
     }
-    pthread_mutex_lock(&e->lock);
-    if (e->keys[l->slot]->held_token == l->token)
-        e->keys[l->slot]->held_lease = lease2;
-    pthread_mutex_unlock(&e->lock);
-    fl__etcd_lease_drop(e, lease);
-    l->deadline_ns = base + granted * FL__NS_PER_S;
+    fl__etcd_set_lease(e, l->slot, l->token, lease2, want, until2, 0, 0, 0);
+    fl__etcd_lease_give(e, h.held_lease, h.held_ttl, h.held_until); /* it carries nothing */
+    l->deadline_ns = until2;
     l->lease_id = lease2;
     return 0;
 stale:
@@ -699,8 +856,10 @@ int fl__etcd_newest(struct fl__etcd *e, const char *key, size_t len, uint64_t *n
     struct fl__etcd_kv kv;
     int found = err ? err : fl__etcd_range_first(&rp, rp.body, FL__ETCD_MARK_MAX, &kv);
     if (found == 1) {
-        char state;
-        err = fl__etcd_mark_parse(&rp, &kv, &state, newest);
+        uint64_t epoch = 0;
+        err = fl__etcd_mark_parse(&rp, &kv, &epoch, newest);
+        if (err == -ENOMSG)
+            err = -EPROTO;
         *mark_rev = kv.mod_revision;
         fl__etcd_kv_free(&kv);
     } else if (found < 0)

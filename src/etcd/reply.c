@@ -290,6 +290,32 @@ json_t *fl__etcd_op_range(const void *key, size_t klen)
     return json_pack("{s:{s:o}}", "request_range", "key", fl__etcd_b64(key, klen));
 }
 
+json_t *fl__etcd_cmp_value_range(const void *key, size_t klen, const void *end, size_t elen,
+                                 const char *result, const void *v, size_t vlen)
+{
+    json_t *cmp = fl__etcd_cmp_value(key, klen, result, v, vlen);
+    if (cmp && json_object_set_new(cmp, "range_end", fl__etcd_b64(end, elen)) != 0) {
+        json_decref(cmp);
+        return NULL;
+    }
+    return cmp;
+}
+
+json_t *fl__etcd_op_range_sorted(const void *key, size_t klen, const void *end, size_t elen,
+                                 bool newest_first, unsigned limit, uint64_t max_create)
+{
+    json_t *r = json_pack("{s:o, s:o, s:s, s:s, s:o}", "key", fl__etcd_b64(key, klen),
+                          "range_end", fl__etcd_b64(end, elen), "sort_order",
+                          newest_first ? "DESCEND" : "ASCEND", "sort_target", "CREATE", "limit",
+                          fl__etcd_num(limit));
+    if (r && max_create && json_object_set_new(r, "max_create_revision",
+                                               fl__etcd_num(max_create)) != 0) {
+        json_decref(r);
+        return NULL;
+    }
+    return r ? json_pack("{s:o}", "request_range", r) : NULL;
+}
+
 json_t *fl__etcd_op_delete(const void *key, size_t klen, bool prev_kv)
 {
     return json_pack("{s:{s:o, s:b}}", "request_delete_range", "key", fl__etcd_b64(key, klen),

@@ -1,19 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * watch.c - sleeping until a lock key is deleted: one streaming POST to
+ * watch.c - sleeping until one key changes: one streaming POST to
  * /v3/watch through curl's multi interface, polled together with a file
  * descriptor of the caller's (the wake fd of an fl_cancel) by
  * curl_multi_poll, so the waiting thread sleeps in poll(2) and never spins.
  *
  * The gateway answers a watch with one JSON object per line: first
- * {"result":{"created":true,...}}, then one per batch of events.  Only
- * DELETE events are asked for (filters NOPUT): the release of the key, or
- * the expiry of its holder's lease, which etcd turns into a deletion.  A
- * watch whose start revision was compacted away is cancelled by etcd with
- * compact_revision set: that, too, is "look again".  Every line is
- * untrusted; one that cannot be read ends the watch (FL__WATCH_LOST) and the
- * caller looks at the key with a Txn, which is the authority: the watch is
- * only the alarm clock.
+ * {"result":{"created":true,...}}, then one per batch of events.  The
+ * caller learns of the key's deletion (FL__WATCH_DELETED, with its
+ * revision) and of the value of each put (FL__WATCH_PUT, one at a time, in
+ * order).  A watch whose start revision was compacted away is cancelled by
+ * etcd with compact_revision set: FL__WATCH_COMPACTED, "look again".  Every
+ * line is untrusted; one that cannot be read ends the watch (FL__WATCH_LOST)
+ * and the caller looks at the key with a read, which is the authority.
  *
  * The stream carries the client's auth token (auth.c).  etcd refuses a
  * watch by cancelling it with a reason: a token it no longer takes ends the
@@ -30,6 +29,7 @@
 #include "client.h"
 
 #define FL__WATCH_LINE_MAX (1u << 20)
+#define FL__WATCH_VALUE_MAX 128
 
 struct fl__etcd_watch {
     struct fl__etcd_client *c;
@@ -38,7 +38,14 @@ struct fl__etcd_watch {
     char *body;
     char *buf;
     size_t n, cap;
-    bool deleted, lost;
+    bool deleted, lost, compacted;
+    uint64_t deleted_rev;
+    /* The puts not yet returned, oldest first: each value's first bytes. */
+    struct fl__watch_put {
+        unsigned char v[FL__WATCH_VALUE_MAX];
+        size_t n;
+    } puts[8];
+    unsigned nputs;
     struct curl_slist *hdrs;
     uint64_t auth_gen;  /* the token the stream carries */
     bool auth_stale;    /* etcd refused that token */
@@ -79,16 +86,47 @@ static void fl__watch_line(struct fl__etcd_watch *w, const char *line, size_t n)
         size_t i;
         json_t *ev;
         json_array_foreach(events, i, ev) {
+            /* The gateway leaves out default values: no "type" is a PUT. */
             json_t *type = json_is_object(ev) ? json_object_get(ev, "type") : NULL;
-            if (json_is_string(type) && strcmp(json_string_value(type), "DELETE") == 0)
+            json_t *kv = json_is_object(ev) ? json_object_get(ev, "kv") : NULL;
+            if (!json_is_object(kv) || (type && !json_is_string(type))) {
+                w->lost = true;
+                continue;
+            }
+            if (type && strcmp(json_string_value(type), "DELETE") == 0) {
+                json_t *mod = json_object_get(kv, "mod_revision");
                 w->deleted = true;
+                w->deleted_rev = json_is_string(mod) ? strtoull(json_string_value(mod), NULL, 10)
+                                                     : 0;
+                continue;
+            }
+            if (type && strcmp(json_string_value(type), "PUT") != 0) {
+                w->lost = true;
+                continue;
+            }
+            json_t *value = json_object_get(kv, "value");
+            const char *b64 = json_is_string(value) ? json_string_value(value) : "";
+            unsigned char *bytes = NULL;
+            size_t n = 0;
+            if (fl__b64_decode(b64, strlen(b64), &bytes, &n) != 0 ||
+                w->nputs == sizeof w->puts / sizeof w->puts[0]) {
+                w->lost = true; /* unreadable, or more than we keep: look again */
+                free(bytes);
+                continue;
+            }
+            struct fl__watch_put *put = &w->puts[w->nputs++];
+            put->n = n < sizeof put->v ? n : sizeof put->v;
+            if (put->n)
+                memcpy(put->v, bytes, put->n);
+            free(bytes);
         }
     }
     json_t *canceled = json_object_get(result, "canceled");
     json_t *compact = json_object_get(result, "compact_revision");
     json_t *reason = json_object_get(result, "cancel_reason");
-    if (compact && !json_is_null(compact))
-        w->deleted = true; /* history gone: look again */
+    if (compact && !json_is_null(compact) && !(json_is_string(compact) &&
+                                                strcmp(json_string_value(compact), "0") == 0))
+        w->compacted = true; /* history gone: look again */
     else if (json_is_true(canceled)) {
         w->lost = true;
         if (json_is_string(reason))
@@ -156,9 +194,8 @@ int fl__etcd_watch_open(struct fl__etcd_client *c, const void *key, size_t klen,
     if (!w)
         return fl__etcd_fail(-ENOMEM, "out of memory");
     w->c = c;
-    json_t *req = json_pack("{s:{s:o, s:o, s:[s]}}", "create_request", "key",
-                            fl__etcd_b64(key, klen), "start_revision", fl__etcd_num(start_rev),
-                            "filters", "NOPUT");
+    json_t *req = json_pack("{s:{s:o, s:o}}", "create_request", "key", fl__etcd_b64(key, klen),
+                            "start_revision", fl__etcd_num(start_rev));
     w->body = req ? json_dumps(req, JSON_COMPACT) : NULL;
     json_decref(req);
     char *auth = NULL;
@@ -215,8 +252,14 @@ int fl__etcd_watch_wait(struct fl__etcd_watch *w, int extra_fd, int timeout_ms)
         while ((m = curl_multi_info_read(w->multi, &left)))
             if (m->msg == CURLMSG_DONE)
                 w->lost = true; /* the stream ended: etcd never ends a live watch */
+        /* In the order etcd made them: the puts before a deletion (a key
+         * deleted is never put again under the same watch by fencelock). */
+        if (w->nputs)
+            return FL__WATCH_PUT;
         if (w->deleted)
             return FL__WATCH_DELETED;
+        if (w->compacted)
+            return FL__WATCH_COMPACTED;
         if (w->refused) {
             fl__etcd_error("etcd watch refused: %s", w->reason);
             return FL__WATCH_REFUSED;
@@ -243,3 +286,16 @@ int fl__etcd_watch_wait(struct fl__etcd_watch *w, int extra_fd, int timeout_ms)
             return FL__WATCH_FD;
     }
 }
+
+size_t fl__etcd_watch_put(struct fl__etcd_watch *w, unsigned char *buf, size_t cap)
+{
+    if (!w->nputs)
+        return 0;
+    size_t n = w->puts[0].n < cap ? w->puts[0].n : cap;
+    memcpy(buf, w->puts[0].v, n);
+    memmove(w->puts, w->puts + 1, (w->nputs - 1) * sizeof w->puts[0]);
+    w->nputs--;
+    return n;
+}
+
+uint64_t fl__etcd_watch_deleted_rev(const struct fl__etcd_watch *w) { return w->deleted_rev; }

@@ -632,9 +632,10 @@ static void test_threads(void **state)
     fl_close(shared);
 }
 
-/* The etcd lease of a holding is gone after its release (revoked by the
- * handle's revoker thread, off the caller's path), and fl_close drains
- * what is still queued (tooling: resources, not an invariant). */
+/* The etcd lease of a released holding carries nothing and goes back to
+ * the handle's pool: the next acquisition of the same TTL reuses it (one
+ * request instead of a grant and a Txn), and fl_close revokes what is
+ * pooled (tooling: resources, not an invariant). */
 static bool lease_gone(uint64_t id)
 {
     char body[64], out[1024];
@@ -645,27 +646,29 @@ static bool lease_gone(uint64_t id)
     return strstr(out, "\"TTL\":\"-1\"") != NULL;
 }
 
-static void test_release_revokes_lease(void **state)
+static void test_release_pools_lease(void **state)
 {
     (void)state;
-    fl_region *r = open_rw("api-revoke");
-    fl_lease a, b;
+    fl_region *r = open_rw("api-pool");
+    fl_lease a, b, c;
     assert_int_equal(fl_acquire(r, "k", S(60), 0, &a), 0);
     assert_true(a.handle != 0);
     assert_false(lease_gone(a.handle));
     assert_int_equal(fl_release(r, &a), 0);
-    bool gone = false;
-    for (uint64_t until = th_now_ns() + S(20); !gone && th_now_ns() < until;) {
-        gone = lease_gone(a.handle);
-        if (!gone)
-            usleep(10000); /* polling an outcome, bounded: not ordering */
-    }
-    assert_true(gone);
-    /* released, then closed at once: the close waits for the revoke */
-    assert_int_equal(fl_acquire(r, "k", S(60), 0, &b), 0);
+    assert_false(lease_gone(a.handle)); /* pooled, alive */
+    /* the same TTL reuses it, on another key too */
+    assert_int_equal(fl_acquire(r, "k2", S(60), 0, &b), 0);
+    assert_int_equal(b.handle, a.handle);
+    assert_true(b.token > a.token);
+    /* a second holding at once needs a lease of its own */
+    assert_int_equal(fl_acquire(r, "k", S(60), 0, &c), 0);
+    assert_true(c.handle != b.handle);
     assert_int_equal(fl_release(r, &b), 0);
+    assert_int_equal(fl_release(r, &c), 0);
+    /* closed: what is pooled is revoked before fl_close returns */
     fl_close(r);
     assert_true(lease_gone(b.handle));
+    assert_true(lease_gone(c.handle));
 }
 
 /* I1 I13: key handles on etcd: resolved once, the same lock and token
@@ -706,7 +709,7 @@ int main(void)
         cmocka_unit_test(test_commit_token),
         cmocka_unit_test(test_readonly_and_inspection),
         cmocka_unit_test(test_keepalive),
-        cmocka_unit_test(test_release_revokes_lease),
+        cmocka_unit_test(test_release_pools_lease),
         cmocka_unit_test(test_key_handle),
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_threads),

@@ -354,44 +354,70 @@ static void test_values(void **state)
                                                &rec), -EPROTO);
 
     struct fl__etcd_kv kv = {.key = (unsigned char *)"p/last/k", .key_len = 8, .mod_revision = 5};
-    char st;
-    static const char *const marks_bad[] = {
-        "", "H", "H 3", "0000003", "0000003 ", "0000003 X", "0000000 H", "9999999 H",
-        "0000003 HH", "000003 H", "00000a3 H", "0000001 R 1",
-        "0000001 R 0000000000000000000x", "0000001 R 00000001099511627777x",
-        "0000002 R 00000001099511627777", /* the token of another epoch */
-        "0000001 R 00000000000000000000", "R 00000001099511627777"};
+    uint64_t epoch;
+    static const char *const marks_bad[] = {"", "q", "q000001", "q00000001", "q000000a",
+                                            "q0000000", "q9999999", "Q0000001", "q0000001 "};
     for (size_t i = 0; i < sizeof marks_bad / sizeof marks_bad[0]; i++) {
         kv.value = (unsigned char *)marks_bad[i];
         kv.value_len = strlen(marks_bad[i]);
-        if (fl__etcd_mark_parse(&rp, &kv, &st, &t) != -EPROTO)
+        if (fl__etcd_mark_parse(&rp, &kv, &epoch, &t) != -EPROTO)
             fail_msg("marker '%s' parsed", marks_bad[i]);
     }
+    /* the layout before 0.2 is named as such, not read as this one's */
     kv.value = (unsigned char *)"0000003 H";
     kv.value_len = 9;
-    assert_int_equal(fl__etcd_mark_parse(&rp, &kv, &st, &t), 0);
-    assert_int_equal(st, 'H');
+    assert_int_equal(fl__etcd_mark_parse(&rp, &kv, &epoch, &t), -ENOMSG);
+    kv.value = (unsigned char *)"q0000003";
+    kv.value_len = 8;
+    assert_int_equal(fl__etcd_mark_parse(&rp, &kv, &epoch, &t), 0);
+    assert_int_equal(epoch, 3);
     assert_int_equal(t, (3ull << 40) | 5);
-    kv.value = (unsigned char *)"0000001 D 00000001099511627777";
-    kv.value_len = 30;
-    assert_int_equal(fl__etcd_mark_parse(&rp, &kv, &st, &t), 0);
-    assert_int_equal(st, 'D');
-    assert_int_equal(t, 1099511627777ull);
 
-    uint64_t epoch;
-    uint32_t pid;
-    kv.value = (unsigned char *)"2 4242 host-a";
-    kv.value_len = strlen((char *)kv.value);
-    assert_int_equal(fl__etcd_lock_parse(&rp, &kv, &epoch, &pid), 0);
-    assert_int_equal(epoch, 2);
-    assert_int_equal(pid, 4242);
-    static const char *const locks_bad[] = {"", "2", "x 1 h", "0 1 h", "2 x h",
-                                            "8388608 1 h", "2 99999999999 h"};
-    for (size_t i = 0; i < sizeof locks_bad / sizeof locks_bad[0]; i++) {
-        kv.value = (unsigned char *)locks_bad[i];
-        kv.value_len = strlen(locks_bad[i]);
-        assert_int_equal(fl__etcd_lock_parse(&rp, &kv, &epoch, &pid), -EPROTO);
+    /* queue entries: PREFIX/lock/KEY NUL ID */
+    struct fl__etcd_keys k = {.q_len = 9};
+    memcpy(k.q0, "p/lock/k\0", 9);
+    char key[64];
+    memcpy(key, "p/lock/k\0" "0123456789abcdef0123456789abcdef", 41);
+    struct fl__etcd_kv ekv = {.key = (unsigned char *)key, .key_len = 41, .create_revision = 7,
+                              .mod_revision = 9, .lease = 42};
+    struct fl__etcd_entry en;
+    ekv.value = (unsigned char *)"W 0000002 4242 host-a";
+    ekv.value_len = strlen((char *)ekv.value);
+    assert_int_equal(fl__etcd_entry_parse(&rp, &k, &ekv, &en), 0);
+    assert_int_equal(en.state, 'W');
+    assert_int_equal(en.epoch, 2);
+    assert_int_equal(en.pid, 4242);
+    assert_int_equal(en.token, (2ull << 40) | 7);
+    assert_string_equal(en.id, "0123456789abcdef0123456789abcdef");
+    ekv.value = (unsigned char *)"D 0000001 00000001099511627777";
+    ekv.value_len = 30;
+    assert_int_equal(fl__etcd_entry_parse(&rp, &k, &ekv, &en), 0);
+    assert_int_equal(en.state, 'D');
+    assert_int_equal(en.token, 1099511627777ull);
+    static const char *const entries_bad[] = {
+        "", "W", "W 0000002", "W 0000002 ", "W 0000002 x h", "W 0000000 1 h",
+        "W 8388608 1 h", "W 0000002 99999999999 h", "X 0000002 1 h", "W0000002 1 h",
+        "R 0000001 1", "R 0000001 0000000000000000000x", "R 0000002 00000001099511627777",
+        "R 0000001 00000000000000000000", "R 0000001 000000010995116277770"};
+    for (size_t i = 0; i < sizeof entries_bad / sizeof entries_bad[0]; i++) {
+        ekv.value = (unsigned char *)entries_bad[i];
+        ekv.value_len = strlen(entries_bad[i]);
+        if (fl__etcd_entry_parse(&rp, &k, &ekv, &en) != -EPROTO)
+            fail_msg("entry '%s' parsed", entries_bad[i]);
     }
+    /* a key outside the queue, or without a well-formed ID */
+    ekv.value = (unsigned char *)"W 0000002 4242 host-a";
+    ekv.value_len = strlen((char *)ekv.value);
+    static const char *const keys_bad[] = {"p/lock/j\0" "0123456789abcdef0123456789abcdef",
+                                           "p/lock/k\0" "0123456789ABCDEF0123456789abcdef",
+                                           "p/lock/k\0" "0123456789abcdef0123456789abcde/"};
+    for (size_t i = 0; i < sizeof keys_bad / sizeof keys_bad[0]; i++) {
+        ekv.key = (unsigned char *)keys_bad[i];
+        assert_int_equal(fl__etcd_entry_parse(&rp, &k, &ekv, &en), -EPROTO);
+    }
+    ekv.key = (unsigned char *)key;
+    ekv.key_len = 40; /* an ID one digit short */
+    assert_int_equal(fl__etcd_entry_parse(&rp, &k, &ekv, &en), -EPROTO);
 }
 
 int main(void)

@@ -274,15 +274,15 @@ static void test_garbage(void **state)
     unsetenv("FENCELOCK_ETCD_TIMEOUT_MS");
 }
 
-/* A fake whose marker reads say "0000001 H" at revision 5, and whose commit Txn
- * never answers. */
+/* A fake whose marker reads say "q0000001" at revision 5 (newest token
+ * 1 << 40 | 5), and whose commit Txn never answers. */
 static int fake_commit(void *arg, const char *path, const char *body, char *out, size_t cap)
 {
     (void)arg;
     if (strcmp(path, "/v3/kv/txn") == 0)
         return -1;
     if (strcmp(path, "/v3/kv/range") == 0 && strstr(body, "cC9sYXN0L2s=")) /* p/last/k */
-        snprintf(out, cap, "{%s,\"kvs\":[{\"key\":\"cC9sYXN0L2s=\",\"value\":\"MDAwMDAwMSBI\","
+        snprintf(out, cap, "{%s,\"kvs\":[{\"key\":\"cC9sYXN0L2s=\",\"value\":\"cTAwMDAwMDE=\","
                            "\"create_revision\":\"5\",\"mod_revision\":\"5\"}]}", HDR);
     else
         snprintf(out, cap, "{%s,\"kvs\":[{\"key\":\"cC9lcG9jaA==\",\"value\":\"MQ==\","
@@ -352,8 +352,9 @@ struct relay {
 static int relay(void *arg, const char *path, const char *body, char *out, size_t cap)
 {
     struct relay *rl = arg;
-    /* The release Txn is the one that deletes (request_delete_range). */
-    bool release = strcmp(path, "/v3/kv/txn") == 0 && strstr(body, "request_delete_range");
+    /* The release Txn is the one that compares a lease (the acquire Txn
+     * does not, and no renew runs here). */
+    bool release = strcmp(path, "/v3/kv/txn") == 0 && strstr(body, "\"LEASE\"");
     int lose = release ? atomic_exchange(&rl->lose, 0) : 0;
     if (lose == 2)
         return -1;
@@ -364,8 +365,9 @@ static int relay(void *arg, const char *path, const char *body, char *out, size_
 /* A release whose answer was lost is -EAGAIN; the same thread's acquire of
  * the key is then -EDEADLK (the handle still counts it held), and calling
  * fl_release again with the same lease returns 0 whether the lost attempt
- * took effect (its marker "R T" is recognised) or not (the retry
- * releases).  A release after that 0 is -ESTALE, as on a region file.
+ * took effect (its entry "R E T" is recognised, until the release of the
+ * holding after it deletes it) or not (the retry releases).  A release
+ * after that 0 is -ESTALE, as on a region file.
  * I13 */
 static void test_release_answer_lost(void **state)
 {
@@ -425,14 +427,23 @@ static void test_release_answer_lost(void **state)
     fl_lease x;
     assert_int_equal(fl_acquire(d, "k", S(30), 0, &x), 0);
     assert_int_equal(x.flags, 0);
-    /* ...and after someone else acquired, the retry is -ESTALE. */
+    /* ...also while someone else holds the key after it: the released
+     * entry stays until that holder's release... */
     assert_int_equal(fl_acquire(r, "k2", S(30), 0, &l), 0);
     atomic_store(&rl.lose, 1);
     assert_int_equal(fl_release(r, &l), -EAGAIN);
     fl_lease y;
     assert_int_equal(fl_acquire(d, "k2", S(30), 0, &y), 0);
-    assert_int_equal(fl_release(r, &l), -ESTALE);
+    assert_int_equal(y.flags, 0);
+    assert_int_equal(fl_release(r, &l), 0);
     assert_int_equal(fl_release(d, &y), 0);
+    /* ...which deletes it: after that the retry cannot tell, -ESTALE. */
+    assert_int_equal(fl_acquire(r, "k2", S(30), 0, &l), 0);
+    atomic_store(&rl.lose, 1);
+    assert_int_equal(fl_release(r, &l), -EAGAIN);
+    assert_int_equal(fl_acquire(d, "k2", S(30), 0, &y), 0);
+    assert_int_equal(fl_release(d, &y), 0);
+    assert_int_equal(fl_release(r, &l), -ESTALE);
     assert_int_equal(fl_release(d, &x), 0);
     fl_close(r);
     fl_close(d);

@@ -130,11 +130,15 @@ static void test_epoch_deleted(void **state)
     }
     relay_stop(rl);
     assert_int_equal(fl_open(uri, &r), 0);
-    /* The marker is as it was: the key's newest token is still b's. */
+    /* The marker is as it was (the key's newest entry is of epoch 3), and
+     * the newest entry is b's, released. */
     assert_int_equal(ec_etcdctl(&c, 0, out, sizeof out, "get", "--print-value-only", "gone/last/k",
                                 NULL), 0);
+    assert_non_null(strstr(out, "q0000003"));
+    assert_int_equal(ec_etcdctl(&c, 0, out, sizeof out, "get", "--prefix", "--print-value-only",
+                                "gone/lock/k", NULL), 0);
     char want[40];
-    snprintf(want, sizeof want, "R %020" PRIu64, b.token);
+    snprintf(want, sizeof want, "R 0000003 %020" PRIu64, b.token);
     assert_non_null(strstr(out, want));
     fl_close(r);
     tool_bump(uri, out, sizeof out);
