@@ -67,16 +67,20 @@
  * a lease by hand.
  *
  * etcd regions (docs/etcd.md): a token is epoch << FL_TOKEN_EPOCH_SHIFT |
- * the etcd revision that created the key's lock entry, the epoch kept in
- * the cluster (PREFIX/epoch).  After restoring an etcd snapshot, and
+ * the etcd revision that queued the acquisition, the epoch kept in the
+ * cluster (PREFIX/epoch).  Waiters are served in the order they queued, and
+ * a release wakes only the next one.  After restoring an etcd snapshot, and
  * before clients resume, run `fencelock etcd-epoch --region URI --bump`
  * (`--at-least N` after a second restore from the same snapshot): a
  * restore rolls revisions back.  Leases are whole seconds, rounded up,
- * never below etcd's minimum (2 s by default); deadline_ns is taken before
- * the request is sent, so it is never later than etcd's own.  A dead
- * holder's lock is freed when its etcd lease ends (no supervisor sees
- * deaths across hosts): FL_LEASE_OWNER_DIED means only that the holder's
- * handle was closed while holding it, and fl_region_registered() is 0.
+ * never below etcd's minimum (2 s by default), on etcd leases the handle
+ * reuses; deadline_ns is the earliest end of that etcd lease (its last
+ * renewal's send time plus its TTL), so it is never later than etcd's own,
+ * and at least half the TTL after the call returns (usually two thirds or
+ * more).  A dead holder's lock is freed when its etcd lease ends (no
+ * supervisor sees deaths across hosts): FL_LEASE_OWNER_DIED means only that
+ * the holder's handle was closed while holding it, and
+ * fl_region_registered() is 0.
  * Records hold up to 512 KiB.  Each request has a timeout of 2 s
  * ($FENCELOCK_ETCD_TIMEOUT_MS, 100..60000), the endpoints are tried in
  * turn; fl_close() takes at most about one timeout.  A commit that answered
@@ -165,7 +169,8 @@
  *   value in them, stale or foreign, only decides whether one waiter
  *   spins, and a waiter stopped in its spin holds nothing the others wait
  *   for.  A spinner that wins takes the key ahead of the sleeper the
- *   release woke: waiters are served in no promised order.  Spinning costs
+ *   release woke: on a region file, waiters are served in no promised
+ *   order (on etcd, in the order they queued).  Spinning costs
  *   CPU per acquisition when many processes wait on one key (the figures:
  *   docs/benchmarks.md); processes that share one CPU never spin behind
  *   sleepers.
