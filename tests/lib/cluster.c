@@ -146,8 +146,9 @@ static size_t ec_write(char *d, size_t size, size_t nmemb, void *arg)
 
 static void ec_curl_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
-/* One POST to host:port; on a secured cluster over TLS with the client's
- * files, and with auth (a token in an "Authorization:" line) if not NULL. */
+/* One POST to host:port (a GET when body is NULL); on a secured cluster
+ * over TLS with the client's files, and with auth (a token in an
+ * "Authorization:" line) if not NULL. */
 static int ec_post_raw(const ec_cluster *c, const char *host, int port, const char *path,
                        const char *body, const char *auth, char *out, size_t cap,
                        long timeout_ms)
@@ -167,7 +168,10 @@ static int ec_post_raw(const ec_cluster *c, const char *host, int port, const ch
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_PROXY, "");
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    if (body)
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    else
+        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, ec_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
@@ -232,6 +236,102 @@ int ec_post(const ec_cluster *c, int i, const char *path, const char *body, char
             size_t cap)
 {
     return ec_post_port(c, c->m[i].host, c->m[i].client_port, path, body, out, cap, 5000);
+}
+
+/* ---- Prometheus metrics ---- */
+
+/* True when the series' labels (the text between its braces, or "" for a
+ * series without labels) hold the matcher m (`label="value"`), or, for
+ * `label!="value"`, do not. */
+static bool ec_label_match(const char *labels, size_t len, const char *m, size_t mlen)
+{
+    const char *neq = memchr(m, '!', mlen);
+    char want[256];
+    if (mlen >= sizeof want)
+        return false;
+    if (neq && neq + 1 < m + mlen && neq[1] == '=') {
+        /* label!="value": absent as label="value" */
+        size_t k = (size_t)(neq - m);
+        snprintf(want, sizeof want, "%.*s%.*s", (int)k, m, (int)(mlen - k - 1), neq + 1);
+    } else {
+        snprintf(want, sizeof want, "%.*s", (int)mlen, m);
+        neq = NULL;
+    }
+    size_t wl = strlen(want);
+    bool found = false;
+    for (size_t at = 0; at + wl <= len && !found; at++)
+        found = (at == 0 || labels[at - 1] == ',') && memcmp(labels + at, want, wl) == 0 &&
+                (at + wl == len || labels[at + wl] == ',');
+    return neq ? !found : found;
+}
+
+/* The sum of metric name's series in a Prometheus text exposition whose
+ * labels match every matcher of filter (see ec_metric). */
+static double ec_metric_parse(const char *text, const char *name, const char *filter)
+{
+    size_t nl = strlen(name);
+    double sum = 0;
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        if (len > nl && memcmp(line, name, nl) == 0 && (line[nl] == '{' || line[nl] == ' ')) {
+            const char *labels = "", *value = line + nl;
+            size_t llen = 0;
+            if (line[nl] == '{') {
+                labels = line + nl + 1;
+                const char *close = memchr(labels, '}', len - nl - 1);
+                if (!close)
+                    goto next;
+                llen = (size_t)(close - labels);
+                value = close + 1;
+            }
+            bool ok = true;
+            for (const char *f = filter ? filter : ""; ok && *f;) {
+                /* matchers are separated by commas outside the quotes */
+                const char *q = f;
+                bool quoted = false;
+                while (*q && (quoted || *q != ',')) {
+                    if (*q == '"')
+                        quoted = !quoted;
+                    q++;
+                }
+                ok = ec_label_match(labels, llen, f, (size_t)(q - f));
+                f = *q ? q + 1 : q;
+            }
+            if (ok)
+                sum += strtod(value, NULL);
+        }
+    next:
+        line = end ? end + 1 : NULL;
+    }
+    return sum;
+}
+
+double ec_metric(const ec_cluster *c, int i, const char *name, const char *filter)
+{
+    size_t cap = 4u << 20;
+    char *out = malloc(cap);
+    if (!out)
+        ec_fail("ec_metric: out of memory");
+    int st = ec_post_raw(c, c->m[i].host, c->m[i].client_port, "/metrics", NULL, NULL, out, cap,
+                         5000);
+    if (st != 200) {
+        free(out);
+        ec_fail("GET /metrics of member %s (%s:%d): HTTP status %d", c->m[i].name, c->m[i].host,
+                c->m[i].client_port, st);
+    }
+    double v = ec_metric_parse(out, name, filter);
+    free(out);
+    return v;
+}
+
+double ec_metric_sum(const ec_cluster *c, const char *name, const char *filter)
+{
+    double sum = 0;
+    for (int i = 0; i < c->n; i++)
+        if (c->m[i].pid > 0 && !c->m[i].paused)
+            sum += ec_metric(c, i, name, filter);
+    return sum;
 }
 
 /* ---- processes ---- */

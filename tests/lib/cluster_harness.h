@@ -146,6 +146,22 @@ void ec_snapshot_restore(ec_cluster *c, const char *file);
  * answer in out (NUL-terminated, cut to cap). */
 int ec_post(const ec_cluster *c, int i, const char *path, const char *body, char *out,
             size_t cap);
+/* etcd's own Prometheus metrics (GET /metrics on a member's client port,
+ * over TLS with the client's certificate on a secured cluster): the sum of
+ * the series of metric name (a counter or gauge, e.g.
+ * "grpc_server_msg_received_total") whose labels match filter, on member i.
+ * filter: NULL or "" for every series, else matchers separated by commas,
+ * each `label="value"` (the series has it) or `label!="value"` (it does
+ * not), all of which must hold:
+ *   ec_metric_sum(c, "grpc_server_msg_sent_total",
+ *                 "grpc_method=\"Watch\",grpc_service=\"etcdserverpb.Watch\"")
+ * Fails the test (ec_fail) when the member does not answer.  Counters
+ * start at 0 when a member starts: compare values taken while every
+ * member ran. */
+double ec_metric(const ec_cluster *c, int i, const char *name, const char *filter);
+/* The same summed over every member that runs and is not paused: what
+ * the cluster as a whole received or sent. */
+double ec_metric_sum(const ec_cluster *c, const char *name, const char *filter);
 /* Run a command (argv NULL-terminated) with a timeout: its exit status
  * (0..255), or -1 (did not start, killed by a signal, or timed out). Its
  * output goes to out (cut to cap) when out is not NULL, else to the test's
