@@ -74,7 +74,9 @@
  *
  * and L, which carries nothing now, goes back to the handle's pool.  A
  * retry after a lost answer finds "R E T" of this very token in our entry,
- * which only this holding's release writes: 0.
+ * which only this holding's release writes, or, before L's earliest end,
+ * our entry no longer live on L (etcd cannot have ended it; the release of
+ * the holding after ours deletes it): 0.
  *
  * RENEW keeps L alive (a keepalive renews it to its granted TTL) and reads
  * that our entry is still live on it; for another length, it moves the entry
@@ -674,12 +676,19 @@ static int fl__release_as(struct fl__etcd *e, const struct fl__etcd_keys *k,
     if (err)
         goto out;
     /* Refused.  After an attempt whose answer was lost (in this call, or in
-     * an earlier fl_release of this holding), an entry that says this very
-     * release is the lost attempt's work. */
+     * an earlier fl_release of this holding), the entry is the lost
+     * attempt's work when it says this very release, or when it is no
+     * longer live on our lease although the answer came before that
+     * lease's earliest end: etcd cannot have ended it, and nothing but our
+     * release rewrites it (the release of the holding after ours then
+     * deletes it). */
     struct fl__etcd_kv kv;
     int found = fl__etcd_range_first(&rp, range, FL__ETCD_ENTRY_VALUE_MAX, &kv);
-    bool mine = found == 1 && (rp.ambiguous || retry) && kv.value_len == (size_t)dvn &&
+    bool said = found == 1 && kv.value_len == (size_t)dvn &&
                 memcmp(kv.value, dv, (size_t)dvn) == 0;
+    bool live = found == 1 && kv.value_len > 0 && kv.value[0] == 'W' && kv.lease == lease;
+    bool mine = (rp.ambiguous || retry) && found >= 0 &&
+                (said || (!live && fl__etcd_now_ns() < h->held_until));
     if (found == 1)
         fl__etcd_kv_free(&kv);
     if (found < 0)

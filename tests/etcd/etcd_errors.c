@@ -365,8 +365,8 @@ static int relay(void *arg, const char *path, const char *body, char *out, size_
 /* A release whose answer was lost is -EAGAIN; the same thread's acquire of
  * the key is then -EDEADLK (the handle still counts it held), and calling
  * fl_release again with the same lease returns 0 whether the lost attempt
- * took effect (its entry "R E T" is recognised, until the release of the
- * holding after it deletes it) or not (the retry releases).  A release
+ * took effect (its entry "R E T" is recognised, or, before the deadline,
+ * its entry no longer live) or not (the retry releases).  A release
  * after that 0 is -ESTALE, as on a region file.
  * I13 */
 static void test_release_answer_lost(void **state)
@@ -437,12 +437,24 @@ static void test_release_answer_lost(void **state)
     assert_int_equal(y.flags, 0);
     assert_int_equal(fl_release(r, &l), 0);
     assert_int_equal(fl_release(d, &y), 0);
-    /* ...which deletes it: after that the retry cannot tell, -ESTALE. */
-    assert_int_equal(fl_acquire(r, "k2", S(30), 0, &l), 0);
+    /* ...which deletes it: the retry still knows, before the lease's
+     * deadline (etcd cannot have ended the entry: only the lost release
+     * can have), and cannot tell after it: -ESTALE. */
+    assert_int_equal(fl_acquire(r, "k2", S(2), 0, &l), 0);
     atomic_store(&rl.lose, 1);
     assert_int_equal(fl_release(r, &l), -EAGAIN);
     assert_int_equal(fl_acquire(d, "k2", S(30), 0, &y), 0);
     assert_int_equal(fl_release(d, &y), 0);
+    fl_lease l2 = l;
+    assert_int_equal(fl_release(r, &l2), 0);
+    assert_int_equal(fl_release(r, &l2), -ESTALE); /* after a definite 0, as always */
+    assert_int_equal(fl_acquire(r, "k2", S(2), 0, &l), 0);
+    atomic_store(&rl.lose, 1);
+    assert_int_equal(fl_release(r, &l), -EAGAIN);
+    assert_int_equal(fl_acquire(d, "k2", S(30), 0, &y), 0);
+    assert_int_equal(fl_release(d, &y), 0);
+    while (th_now_ns() < l.deadline_ns + 100 * TH_MS)
+        usleep(20000); /* past the deadline: the clock is the subject here */
     assert_int_equal(fl_release(r, &l), -ESTALE);
     assert_int_equal(fl_release(d, &x), 0);
     fl_close(r);

@@ -720,11 +720,13 @@ static void start_waiter(qa *a, int who, const char *uri, const char *netns, con
 static struct {
     bool measured;
     uint32_t acquisitions;
-    double requests, keepalives, txns, watch_sent, watch_received, seconds;
+    double requests, keepalives, txns, watch_sent, watch_received, leases, seconds;
 } herd;
 
 #define WATCH_FILTER "grpc_method=\"Watch\",grpc_service=\"etcdserverpb.Watch\""
 #define KEEPALIVE_FILTER "grpc_method=\"LeaseKeepAlive\""
+#define GRANT_FILTER "grpc_method=\"LeaseGrant\""
+#define REVOKE_FILTER "grpc_method=\"LeaseRevoke\""
 
 /* I1 I2 I13: 16 processes loop acquire (forever), strict commit, release on
  * one key: never two holders, every strict commit accepted, tokens strictly
@@ -746,6 +748,8 @@ static void test_sixteen_waiters(void **state)
                                "grpc_method=\"Txn\"");
     double ws0 = ec_metric_sum(&cluster, "grpc_server_msg_sent_total", WATCH_FILTER);
     double wr0 = ec_metric_sum(&cluster, "grpc_server_msg_received_total", WATCH_FILTER);
+    double ls0 = ec_metric_sum(&cluster, "grpc_server_msg_received_total", GRANT_FILTER) +
+                 ec_metric_sum(&cluster, "grpc_server_msg_received_total", REVOKE_FILTER);
     uint64_t t0 = th_now_ns();
     for (int i = 0; i < N; i++)
         qa_send(&a[i], "loop k %" PRIu64 " %d", LONG_LEASE, ROUNDS);
@@ -770,6 +774,8 @@ static void test_sixteen_waiters(void **state)
                               "grpc_method=\"Txn\"") - tx0;
     double ws = ec_metric_sum(&cluster, "grpc_server_msg_sent_total", WATCH_FILTER) - ws0;
     double wr = ec_metric_sum(&cluster, "grpc_server_msg_received_total", WATCH_FILTER) - wr0;
+    double ls = ec_metric_sum(&cluster, "grpc_server_msg_received_total", GRANT_FILTER) +
+                ec_metric_sum(&cluster, "grpc_server_msg_received_total", REVOKE_FILTER) - ls0;
 
     uint32_t n = atomic_load(&sh->nacq);
     assert_int_equal(n, N * ROUNDS);
@@ -788,6 +794,7 @@ static void test_sixteen_waiters(void **state)
     herd.txns = tx;
     herd.watch_sent = ws;
     herd.watch_received = wr;
+    herd.leases = ls;
     herd.seconds = secs(took);
     printf("# %d processes x %d rounds: %u acquisitions in %.2f s (%.1f ms each), one holder "
            "at a time, tokens increasing, every strict commit accepted\n",
@@ -796,28 +803,40 @@ static void test_sixteen_waiters(void **state)
 }
 
 /* The etcd requests per acquisition of that phase: bounded, not a herd
- * (issue 28: <= 3 each; asserted here with room: <= 4). */
+ * (issue 28: <= 3 each).  What an acquisition costs is counted: all
+ * requests but the strict commit each round makes (one Txn), the
+ * LeaseKeepAlives (per lease and third of its TTL, not per acquisition),
+ * and each handle's first lease grant and its revoke at fl_close (per
+ * handle; at most two per process are allowed).  Asserted with a little room
+ * for the rare look at the queue: <= 3.25. */
 static void test_requests_bounded(void **state)
 {
     (void)state;
     contract_reset();
     if (!herd.measured)
         skip();
+    enum { N = 16 };
     double n = herd.acquisitions;
-    double req = herd.requests / n, ws = herd.watch_sent / n;
+    double proto = (herd.requests - herd.acquisitions - herd.leases) / n;
+    double ws = herd.watch_sent / n;
     printf("# per acquisition (16 waiters, %u acquisitions; each with a strict commit and a "
-           "release): %.2f requests (all methods but LeaseKeepAlive), of which %.2f Txn; "
-           "%.2f LeaseKeepAlive; %.2f watch messages received, %.2f sent\n",
-           herd.acquisitions, req, herd.txns / n, herd.keepalives / n,
+           "release): %.2f requests of the lock protocol (all methods but LeaseKeepAlive, "
+           "the commits' Txns and the handles' lease grants and revokes), %.2f Txn in all; "
+           "%.2f LeaseKeepAlive; %.0f lease grants and revokes for %d processes; %.2f watch "
+           "messages received, %.2f sent\n",
+           herd.acquisitions, proto, herd.txns / n, herd.keepalives / n, herd.leases, N,
            herd.watch_received / n, ws);
-    if (req > 4.0)
-        contract_fail("bounded requests: %.2f etcd requests per acquisition (LeaseKeepAlive "
-                      "excluded) with 16 waiters, more than 4 (%.2f of them Txn)",
-                      req, herd.txns / n);
-    if (ws > 4.0)
+    if (proto > 3.25)
+        contract_fail("bounded requests: %.2f etcd requests per acquisition with 16 waiters, "
+                      "more than 3 (%.2f Txn in all, one of them the commit)",
+                      proto, herd.txns / n);
+    if (ws > 3.25)
         contract_fail("bounded watch traffic: %.2f watch messages sent per acquisition with "
-                      "16 waiters, more than 4",
+                      "16 waiters, more than 3",
                       ws);
+    if (herd.leases > 2 * N + 2)
+        contract_fail("lease grants and revokes: %.0f for %d processes, more than two each",
+                      herd.leases, N);
     contract_report("test_requests_bounded");
 }
 
@@ -1237,13 +1256,14 @@ struct release_relay {
 };
 
 /* Every request goes on to the member; while armed, a release Txn (the one
- * that deletes the lock key) takes effect there and its answer is lost
- * (never sent: the caller's request times out). */
+ * that compares the entry's lease: the acquire's does not, and nothing here
+ * renews) takes effect there and its answer is lost (never sent: the
+ * caller's request times out). */
 static int release_relay(void *arg, const char *path, const char *body, char *out, size_t cap)
 {
     struct release_relay *rl = arg;
     if (atomic_load(&rl->armed) && strcmp(path, "/v3/kv/txn") == 0 &&
-        strstr(body, "request_delete_range")) {
+        strstr(body, "\"LEASE\"")) {
         atomic_fetch_add(&rl->hits, 1);
         ec_relay(rl->member_port, path, body, out, cap);
         return -1;
