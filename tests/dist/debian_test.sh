@@ -31,7 +31,7 @@ if [ -f "$symbols" ]; then
   sym_nodes=$(sed -nE 's/^ \(symver\)([^ ]+) .*/\1/p' "$symbols" | sort)
   [ -n "$map_nodes" ] || bad "no version node found in src/fencelock.map"
   [ "$map_nodes" = "$sym_nodes" ] ||
-    bad "version nodes of src/fencelock.map ($(echo $map_nodes)) and (symver) lines of $symbols ($(echo $sym_nodes)) differ"
+    bad "version nodes of src/fencelock.map ($(tr '\n' ' ' <<<"$map_nodes")) and (symver) lines of $symbols ($(tr '\n' ' ' <<<"$sym_nodes")) differ"
   other=$(sed -n '2,$p' "$symbols" | grep -vE '^\* Build-Depends-Package: |^ \(symver\)[^ ]+ [0-9][^ ]*$' || true)
   [ -z "$other" ] || bad "$symbols: lines other than (symver) patterns: $other"
 else
