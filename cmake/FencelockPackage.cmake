@@ -7,16 +7,21 @@
 #   lib/pkgconfig/fencelock.pc, share/doc/fencelock/LICENSE.
 # The installed `fencelock` finds libfencelock.so.0 through a RUNPATH relative
 # to its own place ($ORIGIN/../lib), so any prefix works without
-# LD_LIBRARY_PATH or ldconfig; `fencelockd` links the static library.
+# LD_LIBRARY_PATH or ldconfig, unless the library goes to a directory the
+# loader searches anyway (FL_LIBDIR_IS_SYSTEM: the prefix /usr), where it needs
+# none; `fencelockd` links the static library.
 # docs/abi.md says what stays stable.
 
 set(FL_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/fencelock)
 
 # $ORIGIN-relative RUNPATH from bin/ to lib/ (also right for an absolute
-# CMAKE_INSTALL_LIBDIR such as /usr/lib/x86_64-linux-gnu under prefix /usr).
-file(RELATIVE_PATH FL_BIN_TO_LIB
-  ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
-set_target_properties(fencelock_tool PROPERTIES INSTALL_RPATH "$ORIGIN/${FL_BIN_TO_LIB}")
+# CMAKE_INSTALL_LIBDIR).  None when the library is in a system directory
+# (top CMakeLists.txt, FL_LIBDIR_IS_SYSTEM): the loader finds it there.
+if(NOT FL_LIBDIR_IS_SYSTEM)
+  file(RELATIVE_PATH FL_BIN_TO_LIB
+    ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
+  set_target_properties(fencelock_tool PROPERTIES INSTALL_RPATH "$ORIGIN/${FL_BIN_TO_LIB}")
+endif()
 
 install(TARGETS fencelock fencelock_static EXPORT fencelock-targets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

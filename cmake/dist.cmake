@@ -7,10 +7,28 @@
 # Every directory is a cache variable, relative to the install prefix unless
 # absolute, so that packagers can point them elsewhere, for example
 #   -DFL_SYSTEMD_SYSTEM_UNIT_DIR=$(pkg-config --variable=systemdsystemunitdir systemd)
+#
+# The units' defaults: under the prefix (systemd also reads
+# /usr/local/lib/systemd/{system,user}), except for the prefix /usr, where
+# systemd's own pkg-config file says where its units go, when it is found
+# (Debian 12: /lib/systemd/system, where debhelper's dh_installsystemd looks
+# for units to enable; Debian 13, Fedora, Arch: /usr/lib/systemd/system).
 option(FL_INSTALL_SYSTEMD "Install the systemd units of fencelockd" ON)
-set(FL_SYSTEMD_SYSTEM_UNIT_DIR "lib/systemd/system" CACHE STRING
+set(fl_system_unit_dir "lib/systemd/system")
+set(fl_user_unit_dir "lib/systemd/user")
+if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
+  pkg_get_variable(fl_pc_system_unit_dir systemd systemdsystemunitdir)
+  pkg_get_variable(fl_pc_user_unit_dir systemd systemduserunitdir)
+  if(fl_pc_system_unit_dir)
+    set(fl_system_unit_dir "${fl_pc_system_unit_dir}")
+  endif()
+  if(fl_pc_user_unit_dir)
+    set(fl_user_unit_dir "${fl_pc_user_unit_dir}")
+  endif()
+endif()
+set(FL_SYSTEMD_SYSTEM_UNIT_DIR "${fl_system_unit_dir}" CACHE STRING
   "Where the system unit fencelockd.service goes (relative to the prefix, or absolute)")
-set(FL_SYSTEMD_USER_UNIT_DIR "lib/systemd/user" CACHE STRING
+set(FL_SYSTEMD_USER_UNIT_DIR "${fl_user_unit_dir}" CACHE STRING
   "Where the user unit fencelockd.service goes (relative to the prefix, or absolute)")
 set(FL_BASH_COMPLETION_DIR "${CMAKE_INSTALL_DATADIR}/bash-completion/completions" CACHE STRING
   "Where the bash completion of fencelock goes (relative to the prefix, or absolute)")
