@@ -62,6 +62,7 @@ function fmt(v, unit,    a) {
     if (unit == "MB") return sprintf("%.1f MB", v)
     if (unit == "B") return sprintf("%.0f B", v)
     if (unit == "ops") return sprintf("%d", v)
+    if (unit == "n") return sprintf("%.2f", v)
     if (v == int(v)) return sprintf("%d", v)
     return sprintf("%.4g %s", v, unit)
 }
