@@ -74,8 +74,10 @@
 /* An entry's value: "W %07E PID HOST" or "R %07E %020T" (entry.c). */
 #define FL__ETCD_HOSTNAME_MAX 64
 #define FL__ETCD_ENTRY_VALUE_MAX (2 + 8 + 11 + FL__ETCD_HOSTNAME_MAX + 1)
-/* The marker "q%07E". */
+/* The marker "q%07E"; read with room for the layout before 0.2's, so that
+ * it is named as such (entry.c). */
 #define FL__ETCD_MARK_MAX 16
+#define FL__ETCD_MARK_READ_MAX 64
 /* Inspection: at most this many keys and records in a snapshot. */
 #define FL__ETCD_SNAP_MAX 100000u
 
@@ -96,6 +98,9 @@ struct fl__etcd_key {
     uint32_t held_tid;   /* ... and the thread that made it (-EDEADLK) */
     bool release_unsure; /* ... whose fl_release had no answer (may have
                             taken effect): a retry's "R T" is its own */
+    bool tainted;        /* ... whose acquire Txn had an attempt without an
+                            answer: it may still arrive, so the lease is
+                            revoked, never pooled, when the holding ends */
     uint64_t moving_lease; /* ... a renew's new etcd lease whose move of the entry
                               had no known outcome (0: none): the entry is on it or
                               on held_lease, and both are kept (lock.c, RENEW) */
@@ -110,6 +115,7 @@ struct fl__etcd_pooled {
     uint64_t id, ttl;
     uint64_t until; /* etcd keeps it at least until then (local ns) */
     uint64_t used;  /* when it was last handed out or given back (local ns) */
+    bool renewing;  /* the pool's thread is renewing it */
 };
 #define FL__ETCD_POOL_MAX 8
 
@@ -189,16 +195,19 @@ bool fl__etcd_held(struct fl__etcd *e, uint32_t slot, uint64_t token, struct fl_
  * its entry.  0: not. */
 int fl__etcd_held_by_me(struct fl__etcd *e, uint32_t slot, char id[FL__ETCD_ID_LEN + 1]);
 /* The holding of token at slot begins (by this thread): its entry, the
- * released entry before it, its lease, TTL and the lease's end. */
+ * released entry before it, its lease, TTL and the lease's end, and whether
+ * a request of its acquisition that puts an entry on that lease may still
+ * arrive (tainted: the lease is revoked, not pooled, when it ends). */
 void fl__etcd_set_held(struct fl__etcd *e, uint32_t slot, uint64_t token, const char *id,
-                       const char *pred_id, uint64_t lease, uint64_t ttl, uint64_t until);
+                       const char *pred_id, uint64_t lease, uint64_t ttl, uint64_t until,
+                       bool tainted);
 /* The holding of token at slot is now on lease (its TTL and end), and its
  * entry may be on `moving` instead (0: it is not). */
 void fl__etcd_set_lease(struct fl__etcd *e, uint32_t slot, uint64_t token, uint64_t lease,
                         uint64_t ttl, uint64_t until, uint64_t moving, uint64_t moving_ttl,
                         uint64_t moving_until);
-/* ... ends (if it is still slot's holding). */
-void fl__etcd_clear_held(struct fl__etcd *e, uint32_t slot, uint64_t token);
+/* ... ends, if it is still slot's holding: true when this call ended it. */
+bool fl__etcd_clear_held(struct fl__etcd *e, uint32_t slot, uint64_t token);
 /* An fl_release of holding token at slot had no definite answer (it may
  * have taken effect: its retry's "R T" is its own). */
 void fl__etcd_note_release_unsure(struct fl__etcd *e, uint32_t slot, uint64_t token);
@@ -288,6 +297,8 @@ struct fl__etcd_place {
     uint64_t holder;       /* !head: the holder's token (0: unknown) */
     uint64_t revision;     /* the answer's revision (watch from the next) */
     bool epoch_moved;      /* nothing done: the epoch changed; try again */
+    bool ambiguous;        /* an attempt of the acquire Txn had no answer: it
+                              may still arrive (etcd.h, fl__etcd_key.tainted) */
 };
 /* The acquire Txn: queue entry id of k's key on lease (try: only if the
  * key is free).  0 with *p; -EBUSY (try, held: p->holder); 1 when the
@@ -295,9 +306,10 @@ struct fl__etcd_place {
 int fl__etcd_enqueue(struct fl__etcd *e, const struct fl__etcd_keys *k, const char *id,
                      uint64_t lease, bool try_only, struct fl__etcd_place *p);
 /* Look at the queue around our entry id (created at c): one read.  0 with
- * *p (p->c 0: our entry is gone), or an error. */
+ * *p (p->c 0: our entry is gone), or an error.  had_pred: an entry was
+ * before ours (none now means it vanished unreleased: FL_LEASE_EXPIRED). */
 int fl__etcd_look(struct fl__etcd *e, const struct fl__etcd_keys *k, const char *id, uint64_t c,
-                  struct fl__etcd_place *p);
+                  bool had_pred, struct fl__etcd_place *p);
 /* Leave the queue: delete our waiting entry id if p->pred is still as
  * known.  0 when it is gone; 1 when we turned out to hold the key (*p
  * says how); 2 when another entry is before ours now (*p says which: try

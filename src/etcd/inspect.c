@@ -73,6 +73,14 @@ static int fl__by_key(const void *a, const void *b)
                   ((const struct fl__etcd_snap_lock *)b)->key);
 }
 
+/* By key, and of one key the copy that came from its marker first. */
+static int fl__by_key_marked_first(const void *a, const void *b)
+{
+    const struct fl__etcd_snap_lock *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (int)y->marked - (int)x->marked;
+}
+
 /* Reply context for parse messages of snapshot entries. */
 static const struct fl__etcd_reply *fl__ctx(const char *op)
 {
@@ -91,7 +99,7 @@ int fl__etcd_region_info(struct fl__etcd *e, fl_region_info *info)
         return err;
     struct fl__etcd_kv *marks = NULL, *locks = NULL, *recs = NULL;
     uint32_t nm = 0, nl = 0, nr = 0;
-    err = fl__etcd_range_prefix(&e->c, "last", FL__ETCD_MARK_MAX, FL__ETCD_SNAP_MAX, &marks, &nm,
+    err = fl__etcd_range_prefix(&e->c, "last", FL__ETCD_MARK_READ_MAX, FL__ETCD_SNAP_MAX, &marks, &nm,
                                 &rev);
     if (!err)
         err = fl__etcd_range_prefix(&e->c, "lock", FL__ETCD_ENTRY_VALUE_MAX, FL__ETCD_SNAP_MAX,
@@ -120,12 +128,31 @@ int fl__etcd_region_info(struct fl__etcd *e, fl_region_info *info)
                                             &l->mark_token) != 0)
             l->corrupt = true;
     }
-    if (!err)
-        qsort(s->locks, s->nlocks, sizeof *s->locks, fl__by_key);
-    uint32_t base = s ? s->nlocks : 0;
+    /* The keys of the entries too (a key whose marker is gone has only
+     * those), once each: sorted, a marker's copy first, duplicates dropped. */
+    size_t skip = e->c.uri.prefix_len + 6; /* PREFIX/lock/ */
     for (uint32_t i = 0; !err && i < nl; i++) {
-        /* PREFIX/lock/KEY NUL ID */
-        size_t skip = e->c.uri.prefix_len + 6;
+        const unsigned char *name = locks[i].key + skip;
+        const unsigned char *nul = locks[i].key_len > skip
+                                       ? memchr(name, '\0', locks[i].key_len - skip)
+                                       : NULL;
+        size_t len = nul ? (size_t)(nul - name) : locks[i].key_len - skip;
+        if (locks[i].key_len <= skip || len == 0 || len > FL_KEY_MAX)
+            continue;
+        struct fl__etcd_snap_lock *l = &s->locks[s->nlocks++];
+        memcpy(l->key, name, len);
+        l->valid = true;
+    }
+    if (!err) {
+        qsort(s->locks, s->nlocks, sizeof *s->locks, fl__by_key_marked_first);
+        uint32_t kept = 0;
+        for (uint32_t i = 0; i < s->nlocks; i++)
+            if (kept == 0 || strcmp(s->locks[kept - 1].key, s->locks[i].key) != 0)
+                s->locks[kept++] = s->locks[i];
+        s->nlocks = kept;
+    }
+    /* PREFIX/lock/KEY NUL ID: each entry to its key's counts. */
+    for (uint32_t i = 0; !err && i < nl; i++) {
         const unsigned char *name = locks[i].key + skip;
         const unsigned char *nul = locks[i].key_len > skip
                                        ? memchr(name, '\0', locks[i].key_len - skip)
@@ -135,12 +162,9 @@ int fl__etcd_region_info(struct fl__etcd *e, fl_region_info *info)
             continue;
         struct fl__etcd_snap_lock probe = {0}, *l;
         memcpy(probe.key, name, len);
-        l = bsearch(&probe, s->locks, base, sizeof *s->locks, fl__by_key);
-        if (!l) {
-            l = &s->locks[s->nlocks++];
-            memcpy(l->key, probe.key, sizeof l->key);
-            l->valid = true;
-        }
+        l = bsearch(&probe, s->locks, s->nlocks, sizeof *s->locks, fl__by_key);
+        if (!l)
+            continue; /* cannot be: every entry's key was added above */
         struct fl__etcd_keys k;
         fl__etcd_keys_of(e, l->key, len, &k);
         struct fl__etcd_entry en;

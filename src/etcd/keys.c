@@ -184,7 +184,8 @@ int fl__etcd_held_by_me(struct fl__etcd *e, uint32_t slot, char id[FL__ETCD_ID_L
 }
 
 void fl__etcd_set_held(struct fl__etcd *e, uint32_t slot, uint64_t token, const char *id,
-                       const char *pred_id, uint64_t lease, uint64_t ttl, uint64_t until)
+                       const char *pred_id, uint64_t lease, uint64_t ttl, uint64_t until,
+                       bool tainted)
 {
     pthread_mutex_lock(&e->lock);
     struct fl__etcd_key *k = e->keys[slot];
@@ -195,6 +196,7 @@ void fl__etcd_set_held(struct fl__etcd *e, uint32_t slot, uint64_t token, const 
     k->held_ttl = ttl;
     k->held_until = until;
     k->held_tid = fl__etcd_tid();
+    k->tainted = tainted;
     k->release_unsure = false;
     k->moving_lease = k->moving_ttl = k->moving_until = 0;
     if (k->newest < token)
@@ -219,17 +221,19 @@ void fl__etcd_set_lease(struct fl__etcd *e, uint32_t slot, uint64_t token, uint6
     pthread_mutex_unlock(&e->lock);
 }
 
-void fl__etcd_clear_held(struct fl__etcd *e, uint32_t slot, uint64_t token)
+bool fl__etcd_clear_held(struct fl__etcd *e, uint32_t slot, uint64_t token)
 {
     pthread_mutex_lock(&e->lock);
-    if (slot < e->nkeys && e->keys[slot]->held_token == token) {
+    bool cleared = slot < e->nkeys && token && e->keys[slot]->held_token == token;
+    if (cleared) {
         struct fl__etcd_key *k = e->keys[slot];
         k->held_token = k->held_lease = k->held_ttl = k->held_until = 0;
         k->moving_lease = k->moving_ttl = k->moving_until = 0;
         k->held_id[0] = k->pred_id[0] = '\0';
-        k->release_unsure = false;
+        k->release_unsure = k->tainted = false;
     }
     pthread_mutex_unlock(&e->lock);
+    return cleared;
 }
 
 /* Note that an fl_release of holding token at slot had no definite answer

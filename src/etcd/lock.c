@@ -143,81 +143,88 @@ static int fl__held_between(struct fl__etcd *e, const struct fl__etcd_keys *k, u
 /* We hold the key, the entry before ours being pred (state 0: none).
  * had_pred: an entry was before ours when we last looked (so none now
  * means it vanished unreleased); mark_rev: the marker's mod_revision the
- * enqueue replaced (0: none, or unknown).  Sets p->flags and p->pred. */
-static int fl__holding_now(struct fl__etcd *e, const struct fl__etcd_keys *k,
-                           const struct fl__etcd_entry *pred, bool had_pred, uint64_t mark_rev,
-                           struct fl__etcd_place *p)
+ * enqueue replaced (0: none, or unknown).  Sets p->flags and p->pred.  The
+ * flags are all the history read is for: when it cannot be made, they take
+ * the cautious answer (EXPIRED), and the holding stands. */
+static void fl__holding_now(struct fl__etcd *e, const struct fl__etcd_keys *k,
+                            const struct fl__etcd_entry *pred, bool had_pred, uint64_t mark_rev,
+                            struct fl__etcd_place *p)
 {
     p->head = true;
     p->pred = *pred;
     p->pred_is_head = false;
     if (!pred->state) {
         p->flags = had_pred ? FL_LEASE_EXPIRED : 0;
-        return 0;
+        return;
     }
     p->flags = fl__flags_of(pred->state);
     if (mark_rev && mark_rev <= pred->c)
-        return 0; /* nobody queued after it */
+        return; /* nobody queued after it */
     if (mark_rev > pred->mod_revision) {
         p->flags = FL_LEASE_EXPIRED; /* one queued after its release: it held, and vanished */
-        return 0;
+        return;
     }
+    char saved[1024];
+    snprintf(saved, sizeof saved, "%s", fl_last_error());
     bool held = false;
-    int err = fl__held_between(e, k, pred->c, p->c, pred->mod_revision, &held);
-    if (!err && held)
+    if (fl__held_between(e, k, pred->c, p->c, pred->mod_revision, &held) != 0 || held)
         p->flags = FL_LEASE_EXPIRED;
-    return err;
+    fl__set_error("%s", saved);
 }
 
-/* The holder among the two oldest entries (a range of 2, oldest first):
- * sets p->pred_is_head (p->pred is it), p->pred_pred and p->holder. */
-static int fl__front(const struct fl__etcd_reply *rp, const struct fl__etcd_keys *k,
-                     const json_t *range, struct fl__etcd_place *p)
+/* The entries just before ours (a range of at most 2, newest first): the
+ * one before ours is p->pred; is it the holder (nothing live before it)?
+ * Released entries are only ever at the front of a queue. */
+static int fl__before(const struct fl__etcd_reply *rp, const struct fl__etcd_keys *k,
+                      const json_t *range, struct fl__etcd_entry before[2], size_t *n)
 {
     json_t *kvs = NULL;
     int err = fl__etcd_arr(rp, range, "kvs", &kvs);
-    struct fl__etcd_entry front[2];
-    size_t n = kvs ? json_array_size(kvs) : 0;
-    if (!err && n > 2)
+    *n = kvs ? json_array_size(kvs) : 0;
+    if (!err && *n > 2)
         err = fl__fail(-EPROTO, "etcd %s %s: more entries than the limit asked for",
                        rp->endpoint, rp->op);
-    for (size_t i = 0; !err && i < n; i++) {
+    for (size_t i = 0; !err && i < *n; i++) {
         struct fl__etcd_kv kv;
         err = fl__etcd_kv_parse(rp, json_array_get(kvs, i), FL__ETCD_ENTRY_VALUE_MAX, &kv);
         if (!err) {
-            err = fl__etcd_entry_parse(rp, k, &kv, &front[i]);
+            err = fl__etcd_entry_parse(rp, k, &kv, &before[i]);
             fl__etcd_kv_free(&kv);
         }
     }
-    if (err)
-        return err;
-    size_t h = n;
-    if (n > 0 && front[0].state == 'W')
-        h = 0;
-    else if (n > 1 && front[0].state != 'W' && front[1].state == 'W')
-        h = 1;
-    if (h == n)
-        return 0;
-    p->holder = front[h].token;
-    if (p->pred.state == 'W' && strcmp(front[h].id, p->pred.id) == 0) {
-        p->pred_is_head = true;
-        snprintf(p->pred_pred, sizeof p->pred_pred, "%s", h ? front[0].id : "");
-    }
-    return 0;
+    if (!err && *n == 2 && before[1].c >= before[0].c)
+        err = fl__fail(-EPROTO, "etcd %s %s: entries out of order", rp->endpoint, rp->op);
+    return err;
 }
 
-/* What ranges [i] (our entry), [i+1] (the newest before it) and [i+2] (the
- * two oldest) of txn say of our place (p->c: what we believe our entry's c). */
+/* Our place from the entries before ours (newest first) and whether we
+ * hold the key then (how the holding before ended: see fl__holding_now). */
+static void fl__place(struct fl__etcd *e, const struct fl__etcd_keys *k,
+                      const struct fl__etcd_entry before[2], size_t n, bool had_pred,
+                      uint64_t mark_rev, struct fl__etcd_place *p)
+{
+    static const struct fl__etcd_entry none;
+    if (n == 0 || before[0].state != 'W') {
+        fl__holding_now(e, k, n ? &before[0] : &none, had_pred, mark_rev, p);
+        return;
+    }
+    p->pred = before[0];
+    p->pred_is_head = n == 1 || before[1].state != 'W';
+    snprintf(p->pred_pred, sizeof p->pred_pred, "%s",
+             p->pred_is_head && n == 2 ? before[1].id : "");
+    p->holder = p->pred_is_head ? before[0].token : 0;
+}
+
+/* What ranges [i] (our entry) and [i+1] (the two entries before it) of
+ * txn say of our place (p->c: what we believe our entry's c). */
 static int fl__around(struct fl__etcd *e, struct fl__etcd_reply *rp, const json_t *txn, size_t i,
                       const struct fl__etcd_keys *k, bool had_pred, struct fl__etcd_place *p)
 {
-    json_t *mine = NULL, *before = NULL, *oldest = NULL;
+    json_t *mine = NULL, *before = NULL;
     int err = fl__etcd_txn_resp(rp, txn, i, "response_range", &mine);
     if (!err)
         err = fl__etcd_txn_resp(rp, txn, i + 1, "response_range", &before);
-    if (!err)
-        err = fl__etcd_txn_resp(rp, txn, i + 2, "response_range", &oldest);
-    struct fl__etcd_entry me, pred;
+    struct fl__etcd_entry me, b[2];
     int found = err ? err : fl__etcd_entry_first(rp, k, mine, &me);
     if (found < 0)
         return found;
@@ -232,30 +239,31 @@ static int fl__around(struct fl__etcd *e, struct fl__etcd_reply *rp, const json_
                         rp->endpoint, rp->op, me.c, c);
     p->c = me.c;
     p->token = me.token;
-    found = fl__etcd_entry_first(rp, k, before, &pred);
-    if (found < 0)
-        return found;
-    if (found == 1 && pred.c >= me.c)
-        return fl__fail(-EPROTO, "etcd %s %s: the entry before ours is not older", rp->endpoint,
-                        rp->op);
-    if (found == 0 || pred.state != 'W')
-        return fl__holding_now(e, k, &pred, had_pred, 0, p);
-    p->pred = pred;
-    return fl__front(rp, k, oldest, p);
+    size_t n = 0;
+    err = fl__before(rp, k, before, b, &n);
+    if (!err && n && b[0].c >= me.c)
+        err = fl__fail(-EPROTO, "etcd %s %s: the entry before ours is not older", rp->endpoint,
+                       rp->op);
+    if (!err)
+        fl__place(e, k, b, n, had_pred, 0, p);
+    return err;
 }
 
-/* The ranges of fl__around for our entry key m (created at c, 0: unknown). */
+/* The range of the (at most) two entries before our c (0: before none). */
+static json_t *fl__before_op(const struct fl__etcd_keys *k, uint64_t c)
+{
+    return fl__etcd_op_range_sorted(k->q0, k->q_len, k->q1, k->q_len, true, 2, c ? c - 1 : 0);
+}
+
+/* The ranges of fl__around for our entry key m (created at c). */
 static json_t *fl__around_ops(const struct fl__etcd_keys *k, const char *m, size_t mlen,
                               uint64_t c)
 {
-    return fl__etcd_list(
-        fl__etcd_op_range(m, mlen),
-        fl__etcd_op_range_sorted(k->q0, k->q_len, k->q1, k->q_len, true, 1, c ? c - 1 : 0),
-        fl__etcd_op_range_sorted(k->q0, k->q_len, k->q1, k->q_len, false, 2, 0), FL__ETCD_END);
+    return fl__etcd_list(fl__etcd_op_range(m, mlen), fl__before_op(k, c), FL__ETCD_END);
 }
 
 int fl__etcd_look(struct fl__etcd *e, const struct fl__etcd_keys *k, const char *id, uint64_t c,
-                  struct fl__etcd_place *p)
+                  bool had_pred, struct fl__etcd_place *p)
 {
     char m[FL__ETCD_KEY_MAX];
     size_t mlen = fl__etcd_entry_key(k, id, m);
@@ -265,7 +273,7 @@ int fl__etcd_look(struct fl__etcd *e, const struct fl__etcd_keys *k, const char 
                                FL__ETCD_IDEMPOTENT | FL__ETCD_KV | FL__ETCD_GUARD, &rp, NULL);
     p->c = c;
     if (!err)
-        err = fl__around(e, &rp, rp.body, 0, k, c != 0, p);
+        err = fl__around(e, &rp, rp.body, 0, k, had_pred, p);
     fl__etcd_reply_free(&rp);
     return err;
 }
@@ -276,9 +284,8 @@ int fl__etcd_look(struct fl__etcd *e, const struct fl__etcd_keys *k, const char 
 static json_t *fl__diag_ops(const struct fl__etcd_keys *k, const char *m, size_t mlen)
 {
     return fl__etcd_list(
-        fl__etcd_op_range(k->epoch, k->epoch_len), fl__etcd_op_range(k->last, k->last_len),
-        fl__etcd_op_range(m, mlen),
-        fl__etcd_op_range_sorted(k->q0, k->q_len, k->q1, k->q_len, true, 1, 0),
+        fl__etcd_op_range(m, mlen), fl__etcd_op_range(k->epoch, k->epoch_len),
+        fl__etcd_op_range(k->last, k->last_len),
         fl__etcd_op_range_sorted(k->q0, k->q_len, k->q1, k->q_len, false, 2, 0), FL__ETCD_END);
 }
 
@@ -288,15 +295,25 @@ static int fl__refused(struct fl__etcd *e, struct fl__etcd_reply *rp, const json
                        const struct fl__etcd_keys *k, uint64_t epoch, bool try_only,
                        struct fl__etcd_place *p)
 {
-    json_t *r[5];
+    json_t *r[4];
     static const size_t n = sizeof r / sizeof r[0];
     int err = 0;
     for (size_t i = 0; !err && i < n; i++)
         err = fl__etcd_txn_resp(rp, txn, i, "response_range", &r[i]);
     if (err)
         return err;
+    /* Our entry first: an attempt of this call whose answer was lost made
+     * it, whatever moved since (the epoch included). */
+    struct fl__etcd_entry me;
+    int found = fl__etcd_entry_first(rp, k, r[0], &me);
+    if (found < 0)
+        return found;
+    if (found == 1) {
+        p->c = me.c;
+        return 2;
+    }
     struct fl__etcd_kv kv;
-    int found = fl__etcd_range_first(rp, r[0], 64, &kv);
+    found = fl__etcd_range_first(rp, r[1], 64, &kv);
     if (found < 0)
         return found;
     if (found == 0)
@@ -315,16 +332,7 @@ static int fl__refused(struct fl__etcd *e, struct fl__etcd_reply *rp, const json
     }
     if (err)
         return err;
-    struct fl__etcd_entry me;
-    found = fl__etcd_entry_first(rp, k, r[2], &me);
-    if (found < 0)
-        return found;
-    if (found == 1) {
-        /* An earlier attempt of this call (its answer lost) made our entry. */
-        p->c = me.c;
-        return 2;
-    }
-    found = fl__etcd_range_first(rp, r[1], FL__ETCD_MARK_MAX, &kv);
+    found = fl__etcd_range_first(rp, r[2], FL__ETCD_MARK_READ_MAX, &kv);
     if (found < 0)
         return found;
     if (found == 1) {
@@ -345,8 +353,22 @@ static int fl__refused(struct fl__etcd *e, struct fl__etcd_reply *rp, const json
                             k->last + e->c.uri.prefix_len + 6, newest, mark_epoch, epoch);
     }
     if (try_only) {
-        p->pred.state = 0;
-        err = fl__front(rp, k, r[4], p);
+        /* The holder: the first live entry of the two oldest. */
+        struct fl__etcd_entry o[2];
+        size_t no = 0;
+        json_t *kvs = NULL;
+        err = fl__etcd_arr(rp, r[3], "kvs", &kvs);
+        no = kvs ? json_array_size(kvs) : 0;
+        for (size_t i = 0; !err && i < no && i < 2; i++) {
+            struct fl__etcd_kv okv;
+            err = fl__etcd_kv_parse(rp, json_array_get(kvs, i), FL__ETCD_ENTRY_VALUE_MAX, &okv);
+            if (!err) {
+                err = fl__etcd_entry_parse(rp, k, &okv, &o[i]);
+                fl__etcd_kv_free(&okv);
+            }
+            if (!err && o[i].state == 'W' && !p->holder)
+                p->holder = o[i].token;
+        }
         if (err)
             return err;
         return fl__fail(-EBUSY, "etcd: key \"%.*s\" is held (token %" PRIu64 ")",
@@ -371,50 +393,48 @@ int fl__etcd_enqueue(struct fl__etcd *e, const struct fl__etcd_keys *k, const ch
     int mvn = fl__etcd_mark_value(epoch, mv, sizeof mv);
     int hin = fl__etcd_mark_value(epoch + 1, hi, sizeof hi); /* below it: E or earlier */
     size_t mlen = fl__etcd_entry_key(k, id, m);
+    /* The levels, the usual case first (ACQUIRE): every one ends in OPS,
+     * the last one's failure in the diagnosis. */
 #define FL__OPS()                                                                             \
-    fl__etcd_list(                                                                            \
-        fl__etcd_op_range_sorted(k->q0, k->q_len, k->q1, k->q_len, true, 1, 0),               \
-        fl__etcd_op_range_sorted(k->q0, k->q_len, k->q1, k->q_len, false, 2, 0),              \
-        fl__etcd_op_put(m, mlen, lv, (size_t)lvn, lease, false),                              \
-        fl__etcd_op_put(k->last, k->last_len, mv, (size_t)mvn, 0, true), FL__ETCD_END)
+    fl__etcd_list(fl__before_op(k, 0), fl__etcd_op_put(m, mlen, lv, (size_t)lvn, lease, false), \
+                  fl__etcd_op_put(k->last, k->last_len, mv, (size_t)mvn, 0, true), FL__ETCD_END)
 #define FL__BASE()                                                                            \
     fl__etcd_cmp_value(k->epoch, k->epoch_len, "EQUAL", ev, (size_t)evn),                    \
         fl__etcd_cmp_rev(m, mlen, "CREATE", "EQUAL", 0)
 #define FL__MARK_OK()                                                                         \
     fl__etcd_cmp_value(k->last, k->last_len, "GREATER", "q", 1),                             \
         fl__etcd_cmp_value(k->last, k->last_len, "LESS", hi, (size_t)hin)
+#define FL__NO_MARK() fl__etcd_cmp_rev(k->last, k->last_len, "CREATE", "EQUAL", 0)
 #define FL__EMPTY() fl__etcd_cmp_rev_range(k->q0, k->q_len, k->q1, k->q_len, "CREATE", "EQUAL", 0)
 #define FL__RELEASED()                                                                        \
     fl__etcd_cmp_value_range(k->q0, k->q_len, k->q1, k->q_len, "LESS", "W", 1)
     json_t *req;
     if (!try_only) {
-        json_t *ok = fl__etcd_txn(fl__etcd_list(FL__BASE(), FL__MARK_OK(), FL__ETCD_END),
-                                  FL__OPS(), fl__diag_ops(k, m, mlen));
-        req = fl__etcd_txn(
-            fl__etcd_list(FL__BASE(), fl__etcd_cmp_rev(k->last, k->last_len, "CREATE", "EQUAL", 0),
-                          FL__ETCD_END),
-            FL__OPS(), fl__etcd_list(fl__etcd_op_txn(ok), FL__ETCD_END));
+        json_t *first = fl__etcd_txn(fl__etcd_list(FL__BASE(), FL__NO_MARK(), FL__ETCD_END),
+                                     FL__OPS(), fl__diag_ops(k, m, mlen));
+        req = fl__etcd_txn(fl__etcd_list(FL__BASE(), FL__MARK_OK(), FL__ETCD_END), FL__OPS(),
+                           fl__etcd_list(fl__etcd_op_txn(first), FL__ETCD_END));
     } else {
-        json_t *released =
-            fl__etcd_txn(fl__etcd_list(FL__BASE(), FL__MARK_OK(), FL__RELEASED(), FL__ETCD_END),
+        json_t *first =
+            fl__etcd_txn(fl__etcd_list(FL__BASE(), FL__NO_MARK(), FL__EMPTY(), FL__ETCD_END),
                          FL__OPS(), fl__diag_ops(k, m, mlen));
         json_t *empty =
             fl__etcd_txn(fl__etcd_list(FL__BASE(), FL__MARK_OK(), FL__EMPTY(), FL__ETCD_END),
-                         FL__OPS(), fl__etcd_list(fl__etcd_op_txn(released), FL__ETCD_END));
-        req = fl__etcd_txn(
-            fl__etcd_list(FL__BASE(), fl__etcd_cmp_rev(k->last, k->last_len, "CREATE", "EQUAL", 0),
-                          FL__EMPTY(), FL__ETCD_END),
-            FL__OPS(), fl__etcd_list(fl__etcd_op_txn(empty), FL__ETCD_END));
+                         FL__OPS(), fl__etcd_list(fl__etcd_op_txn(first), FL__ETCD_END));
+        req = fl__etcd_txn(fl__etcd_list(FL__BASE(), FL__MARK_OK(), FL__RELEASED(), FL__ETCD_END),
+                           FL__OPS(), fl__etcd_list(fl__etcd_op_txn(empty), FL__ETCD_END));
     }
 #undef FL__OPS
 #undef FL__BASE
 #undef FL__MARK_OK
+#undef FL__NO_MARK
 #undef FL__EMPTY
 #undef FL__RELEASED
     struct fl__etcd_reply rp;
     bool ok = false;
     int err = fl__etcd_request(&e->c, "/v3/kv/txn", "acquire txn", req,
                                FL__ETCD_REPEATABLE | FL__ETCD_GUARD | FL__ETCD_GONE, &rp, &ok);
+    p->ambiguous = rp.ambiguous;
     if (err == -ENOENT) {
         err = 1; /* "requested lease not found": our lease ran out first */
         goto out;
@@ -425,8 +445,19 @@ int fl__etcd_enqueue(struct fl__etcd *e, const struct fl__etcd_keys *k, const ch
     for (int level = 1, levels = try_only ? 3 : 2; !err && !ok; level++) {
         if (level == levels) {
             err = fl__refused(e, &rp, txn, k, epoch, try_only, p);
-            if (err == 2) /* an earlier attempt of ours queued us: where are we? */
-                err = fl__etcd_look(e, k, id, p->c, p);
+            if (err == 2) {
+                /* An earlier attempt of ours queued us: where are we?  Nothing
+                 * tells how the holding before ended (flags 0 then); and if
+                 * this read fails, the acquisition is applied all the same:
+                 * its outcome is unknown to the caller, never "no effect". */
+                p->ambiguous = true;
+                err = fl__etcd_look(e, k, id, p->c, false, p);
+                if (err)
+                    err = fl__fail(-EAGAIN, "etcd: the acquire Txn was applied (an attempt "
+                                            "whose answer was lost), and where it stands "
+                                            "could not be read: %s",
+                                   fl_last_error());
+            }
             goto out;
         }
         json_t *sub = NULL;
@@ -446,39 +477,34 @@ int fl__etcd_enqueue(struct fl__etcd *e, const struct fl__etcd_keys *k, const ch
     p->c = rp.revision;
     p->token = epoch << FL__ETCD_EPOCH_SHIFT | rp.revision;
     p->revision = rp.revision;
-    json_t *newest = NULL, *oldest = NULL, *put = NULL, *prev = NULL;
-    err = fl__etcd_txn_resp(&rp, txn, 0, "response_range", &newest);
+    json_t *before = NULL, *put = NULL, *prev = NULL;
+    err = fl__etcd_txn_resp(&rp, txn, 0, "response_range", &before);
     if (!err)
-        err = fl__etcd_txn_resp(&rp, txn, 1, "response_range", &oldest);
-    if (!err)
-        err = fl__etcd_txn_resp(&rp, txn, 3, "response_put", &put);
+        err = fl__etcd_txn_resp(&rp, txn, 2, "response_put", &put);
     if (!err)
         err = fl__etcd_obj(&rp, put, "prev_kv", &prev);
     uint64_t mark_rev = 0;
     if (!err && prev) {
         struct fl__etcd_kv mark;
-        err = fl__etcd_kv_parse(&rp, prev, FL__ETCD_MARK_MAX, &mark);
+        err = fl__etcd_kv_parse(&rp, prev, FL__ETCD_MARK_READ_MAX, &mark);
         mark_rev = err ? 0 : mark.mod_revision;
         if (!err)
             fl__etcd_kv_free(&mark);
     }
-    struct fl__etcd_entry pred;
-    int found = err ? err : fl__etcd_entry_first(&rp, k, newest, &pred);
-    if (found < 0) {
-        err = found;
-        goto out;
-    }
-    if (found == 0 || pred.state != 'W') {
-        err = fl__holding_now(e, k, &pred, false, prev ? mark_rev : 0, p);
-        if (!err && found == 0 && prev)
-            p->flags = FL_LEASE_EXPIRED; /* a marker, no entry: the last one vanished */
-    } else if (try_only)
-        err = fl__fail(-EPROTO, "etcd %s acquire txn: took a key whose queue holds a live "
+    struct fl__etcd_entry b[2];
+    size_t n = 0;
+    if (!err)
+        err = fl__before(&rp, k, before, b, &n);
+    if (err)
+        goto out; /* -EPROTO after a write: its outcome unknown (docs/etcd.md, Errors) */
+    if (try_only && n && b[0].state == 'W')
+        err = fl__fail(-EAGAIN, "etcd %s acquire txn: took a key whose queue holds a live "
                                 "entry",
                        rp.endpoint);
     else {
-        p->pred = pred;
-        err = fl__front(&rp, k, oldest, p);
+        fl__place(e, k, b, n, false, prev ? mark_rev : 0, p);
+        if (p->head && n == 0 && prev)
+            p->flags = FL_LEASE_EXPIRED; /* a marker, no entry: the last one vanished */
     }
 out:
     fl__etcd_reply_free(&rp);
@@ -567,35 +593,70 @@ static int fl__entry_now(struct fl__etcd *e, const struct fl__etcd_keys *k,
     return err;
 }
 
+/* The Txn that moves holding h's entry m from lease `from` to lease `to`
+ * (RENEW): 0 with *moved (the entry is on `to`, by this Txn or an earlier
+ * one), or an error (-EAGAIN: unknown). */
+static int fl__move(struct fl__etcd *e, const struct fl__etcd_keys *k,
+                    const struct fl__etcd_key *h, uint64_t from, uint64_t to, bool *moved)
+{
+    *moved = false;
+    char m[FL__ETCD_KEY_MAX];
+    size_t mlen = fl__etcd_entry_key(k, h->held_id, m);
+    json_t *req = fl__etcd_txn(
+        fl__etcd_list(fl__etcd_cmp_rev(m, mlen, "CREATE", "EQUAL", fl__rev(h->held_token)),
+                      fl__etcd_cmp_lease(m, mlen, "EQUAL", from), FL__ETCD_END),
+        fl__etcd_list(fl__etcd_op_put_lease(m, mlen, to), FL__ETCD_END),
+        fl__etcd_list(fl__etcd_op_range(m, mlen), FL__ETCD_END));
+    struct fl__etcd_reply rp;
+    bool ok = false;
+    int err = fl__etcd_request(&e->c, "/v3/kv/txn", "renew txn", req,
+                               FL__ETCD_REPEATABLE | FL__ETCD_KV, &rp, &ok);
+    if (!err && !ok) {
+        /* A repetition after a lost answer finds the entry on `to`. */
+        json_t *range = NULL;
+        struct fl__etcd_entry en;
+        err = fl__etcd_txn_resp(&rp, rp.body, 0, "response_range", &range);
+        int found = err ? err : fl__etcd_entry_first(&rp, k, range, &en);
+        if (found == 1)
+            ok = en.state == 'W' && en.lease == to && en.c == fl__rev(h->held_token);
+        else if (found < 0)
+            err = found;
+    }
+    fl__etcd_reply_free(&rp);
+    *moved = !err && ok;
+    return err;
+}
+
 /* A renew whose move of the entry had no known outcome left two leases
- * (RENEW): read the entry, keep the lease it is on, let the other go.
- * Still unknown (the read failed): both stay, and the error is returned.
- * *h is updated. */
+ * (RENEW).  Its Txn may still arrive, late (held in a stopped member), and
+ * move the entry then: so the move is completed, never abandoned.  The
+ * entry on the new lease (moved, or moved now): the old one goes; on
+ * neither (the holding is over): the new one goes.  Still unknown (a
+ * request failed): both stay, and the error is returned.  *h is updated. */
 static int fl__settle_move(struct fl__etcd *e, uint32_t slot, const struct fl__etcd_keys *k,
                            struct fl__etcd_key *h)
 {
     if (!h->moving_lease)
         return 0;
-    bool live = false;
+    bool live = false, moved = false;
     uint64_t on = 0;
     int err = fl__entry_now(e, k, h, &live, &on);
+    if (!err && live && on == h->held_lease)
+        err = fl__move(e, k, h, h->held_lease, h->moving_lease, &moved);
     if (err)
         return err;
-    uint64_t drop[2] = {0, 0};
-    if (live && on == h->moving_lease) { /* the move took effect */
-        drop[0] = h->held_lease;
+    uint64_t drop;
+    if ((live && on == h->moving_lease) || moved) {
+        drop = h->held_lease;
         h->held_lease = h->moving_lease;
         h->held_ttl = h->moving_ttl;
         h->held_until = h->moving_until;
-    } else if (live && on == h->held_lease) { /* it did not */
-        drop[0] = h->moving_lease;
-    } else { /* the holding is over: its entry carries nothing of either */
-        drop[0] = h->moving_lease;
-    }
+    } else
+        drop = h->moving_lease; /* the holding is over: the entry is on neither */
     h->moving_lease = h->moving_ttl = h->moving_until = 0;
     fl__etcd_set_lease(e, slot, h->held_token, h->held_lease, h->held_ttl, h->held_until, 0, 0,
                        0);
-    fl__etcd_revoke_later(e, drop[0]);
+    fl__etcd_revoke_later(e, drop);
     return 0;
 }
 
@@ -650,29 +711,25 @@ static int fl__release_as(struct fl__etcd *e, const struct fl__etcd_keys *k,
     size_t plen = h->pred_id[0] ? fl__etcd_entry_key(k, h->pred_id, pk) : 0;
     int dvn = fl__etcd_done_value(state, h->held_token, dv, sizeof dv);
     uint64_t c = fl__rev(h->held_token);
-#define FL__DONE() fl__done_ops(m, mlen, dv, (size_t)dvn, pk, plen)
-    json_t *inner = fl__etcd_txn(
-        fl__etcd_list(fl__etcd_cmp_rev(m, mlen, "CREATE", "EQUAL", 0),
-                      fl__etcd_cmp_rev(k->last, k->last_len, "MOD", "EQUAL", c), FL__ETCD_END),
-        FL__DONE(), fl__etcd_list(fl__etcd_op_range(m, mlen), FL__ETCD_END));
+    /* The usual case alone in the request (etcd reads every byte of a Txn,
+     * the branches it does not run too); the expiry case only when it
+     * failed (RELEASE). */
     json_t *req = fl__etcd_txn(
         fl__etcd_list(fl__etcd_cmp_rev(m, mlen, "CREATE", "EQUAL", c),
                       fl__etcd_cmp_lease(m, mlen, "EQUAL", lease), FL__ETCD_END),
-        FL__DONE(), fl__etcd_list(fl__etcd_op_txn(inner), FL__ETCD_END));
-#undef FL__DONE
+        fl__done_ops(m, mlen, dv, (size_t)dvn, pk, plen),
+        fl__etcd_list(fl__etcd_op_range(m, mlen), FL__ETCD_END));
+    bool expiry_tried = false;
     struct fl__etcd_reply rp;
-    bool ok = false;
+    bool ok = false, unsure = retry;
+again:;
     int err = fl__etcd_request(&e->c, "/v3/kv/txn", "release txn", req,
                                FL__ETCD_REPEATABLE | FL__ETCD_KV, &rp, &ok);
+    unsure = unsure || rp.ambiguous;
+    json_t *range = NULL;
     if (err || ok)
         goto out;
-    json_t *txn = NULL, *range = NULL;
-    err = fl__etcd_txn_resp(&rp, rp.body, 0, "response_txn", &txn);
-    if (!err)
-        err = fl__etcd_txn_result(&rp, txn, &ok);
-    if (err || ok)
-        goto out;
-    err = fl__etcd_txn_resp(&rp, txn, 0, "response_range", &range);
+    err = fl__etcd_txn_resp(&rp, rp.body, 0, "response_range", &range);
     if (err)
         goto out;
     /* Refused.  After an attempt whose answer was lost (in this call, or in
@@ -687,17 +744,32 @@ static int fl__release_as(struct fl__etcd *e, const struct fl__etcd_keys *k,
     bool said = found == 1 && kv.value_len == (size_t)dvn &&
                 memcmp(kv.value, dv, (size_t)dvn) == 0;
     bool live = found == 1 && kv.value_len > 0 && kv.value[0] == 'W' && kv.lease == lease;
-    bool mine = (rp.ambiguous || retry) && found >= 0 &&
-                (said || (!live && fl__etcd_now_ns() < h->held_until));
+    bool mine = unsure && found >= 0 && (said || (!live && fl__etcd_now_ns() < h->held_until));
     if (found == 1)
         fl__etcd_kv_free(&kv);
-    if (found < 0)
+    if (found < 0) {
         err = found;
-    else if (!mine)
-        err = fl__fail(-ESTALE, "etcd: \"%.*s\" is no longer held by token %" PRIu64
-                                " (taken over, or released before)",
-                       (int)(k->last_len - (e->c.uri.prefix_len + 6)),
-                       k->last + e->c.uri.prefix_len + 6, h->held_token);
+        goto out;
+    }
+    if (mine)
+        goto out;
+    if (found == 0 && !expiry_tried) {
+        /* Gone: its lease ended.  Released normally if nobody queued since
+         * (the marker still names our entry): no other holder can have
+         * overlapped. */
+        expiry_tried = true;
+        fl__etcd_reply_free(&rp);
+        req = fl__etcd_txn(
+            fl__etcd_list(fl__etcd_cmp_rev(m, mlen, "CREATE", "EQUAL", 0),
+                          fl__etcd_cmp_rev(k->last, k->last_len, "MOD", "EQUAL", c), FL__ETCD_END),
+            fl__done_ops(m, mlen, dv, (size_t)dvn, pk, plen),
+            fl__etcd_list(fl__etcd_op_range(m, mlen), FL__ETCD_END));
+        goto again;
+    }
+    err = fl__fail(-ESTALE, "etcd: \"%.*s\" is no longer held by token %" PRIu64
+                            " (taken over, or released before)",
+                   (int)(k->last_len - (e->c.uri.prefix_len + 6)),
+                   k->last + e->c.uri.prefix_len + 6, h->held_token);
 out:
     fl__etcd_reply_free(&rp);
     return err;
@@ -718,11 +790,20 @@ int fl__etcd_release(struct fl__etcd *e, const struct fl__etcd_lease *l)
     err = fl__release_as(e, &k, &h, h.held_lease, 'R', h.release_unsure);
     if (!err || err == -ESTALE) {
         /* Over either way, and our entry carries no lease now (or is
-         * gone): the lease goes back to the pool for the next acquisition.
-         * On any other error the entry may still be live: the caller calls
-         * fl_release again (fl_close does too). */
-        fl__etcd_clear_held(e, l->slot, l->token);
-        fl__etcd_lease_give(e, h.held_lease, h.held_ttl, h.held_until);
+         * gone): the lease goes back to the pool for the next acquisition,
+         * by the one call that ended the holding in the key table (two
+         * threads may release one holding at once).  Unless a request that
+         * puts an entry on it may still arrive (an acquire Txn whose answer
+         * was lost, applied by a repetition): then it is revoked, and such
+         * a late request finds no lease.  On any other error the entry may
+         * still be live: the caller calls fl_release again (fl_close does
+         * too). */
+        if (fl__etcd_clear_held(e, l->slot, l->token)) {
+            if (h.tainted)
+                fl__etcd_revoke_later(e, h.held_lease);
+            else
+                fl__etcd_lease_give(e, h.held_lease, h.held_ttl, h.held_until);
+        }
     } else if (err == -EAGAIN || err == -EPROTO)
         fl__etcd_note_release_unsure(e, l->slot, l->token);
     return err;
@@ -801,29 +882,8 @@ int fl__etcd_renew(struct fl__etcd *e, struct fl__etcd_lease *l, uint64_t lease_
         err = fl__etcd_lease_grant(e, want, &lease2, &granted, &until2);
     if (err)
         return err;
-    char m[FL__ETCD_KEY_MAX];
-    size_t mlen = fl__etcd_entry_key(&k, h.held_id, m);
-    json_t *req = fl__etcd_txn(
-        fl__etcd_list(fl__etcd_cmp_rev(m, mlen, "CREATE", "EQUAL", fl__rev(l->token)),
-                      fl__etcd_cmp_lease(m, mlen, "EQUAL", h.held_lease), FL__ETCD_END),
-        fl__etcd_list(fl__etcd_op_put_lease(m, mlen, lease2), FL__ETCD_END),
-        fl__etcd_list(fl__etcd_op_range(m, mlen), FL__ETCD_END));
-    struct fl__etcd_reply rp;
     bool ok = false;
-    err = fl__etcd_request(&e->c, "/v3/kv/txn", "renew txn", req,
-                           FL__ETCD_REPEATABLE | FL__ETCD_KV, &rp, &ok);
-    if (!err && !ok) {
-        /* A repetition after a lost answer finds the entry on lease2. */
-        json_t *range = NULL;
-        struct fl__etcd_entry en;
-        err = fl__etcd_txn_resp(&rp, rp.body, 0, "response_range", &range);
-        int found = err ? err : fl__etcd_entry_first(&rp, &k, range, &en);
-        if (found == 1)
-            ok = en.state == 'W' && en.lease == lease2 && en.c == fl__rev(l->token);
-        else if (found < 0)
-            err = found;
-    }
-    fl__etcd_reply_free(&rp);
+    err = fl__move(e, &k, &h, h.held_lease, lease2, &ok);
     if (err == -EAGAIN || err == -EPROTO) {
         /* Unknown: the entry is on the old lease or on lease2, and both stay
          * (RENEW).  The holding lasts at least as long as the shorter. */
@@ -839,7 +899,12 @@ int fl__etcd_renew(struct fl__etcd *e, struct fl__etcd_lease *l, uint64_t lease_
         goto stale;
     }
     fl__etcd_set_lease(e, l->slot, l->token, lease2, want, until2, 0, 0, 0);
-    fl__etcd_lease_give(e, h.held_lease, h.held_ttl, h.held_until); /* it carries nothing */
+    /* The old lease carries nothing now, unless a late acquire Txn may put
+     * our entry on it again (tainted). */
+    if (h.tainted)
+        fl__etcd_revoke_later(e, h.held_lease);
+    else
+        fl__etcd_lease_give(e, h.held_lease, h.held_ttl, h.held_until);
     l->deadline_ns = until2;
     l->lease_id = lease2;
     return 0;
@@ -863,7 +928,7 @@ int fl__etcd_newest(struct fl__etcd *e, const char *key, size_t len, uint64_t *n
     int err = fl__etcd_request(&e->c, "/v3/kv/range", "range marker", req,
                                FL__ETCD_IDEMPOTENT | FL__ETCD_KV, &rp, NULL);
     struct fl__etcd_kv kv;
-    int found = err ? err : fl__etcd_range_first(&rp, rp.body, FL__ETCD_MARK_MAX, &kv);
+    int found = err ? err : fl__etcd_range_first(&rp, rp.body, FL__ETCD_MARK_READ_MAX, &kv);
     if (found == 1) {
         uint64_t epoch = 0;
         err = fl__etcd_mark_parse(&rp, &kv, &epoch, newest);

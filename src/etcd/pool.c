@@ -106,6 +106,8 @@ static void *fl__pool_main(void *arg)
         uint64_t now = fl__etcd_now_ns(), next = UINT64_MAX;
         unsigned due = p->n;
         for (unsigned i = 0; i < p->n; i++) {
+            if (p->idle[i].renewing)
+                continue;
             uint64_t d = fl__due(&p->idle[i]);
             if (d < next) {
                 next = d;
@@ -113,23 +115,41 @@ static void *fl__pool_main(void *arg)
             }
         }
         if (due < p->n && next <= now) {
-            /* Out of the pool while its request runs: a taker meanwhile
-             * gets another (or a grant). */
+            /* It stays in the pool while its request runs (a taker meanwhile
+             * takes it as it is: alive until its `until`); renewing marks it
+             * so that it is not picked again, and the answer applies only if
+             * nobody took it. */
             struct fl__etcd_pooled l = p->idle[due];
-            fl__remove_locked(p, due);
+            bool keep = now < l.used + FL__ETCD_POOL_IDLE_NS;
+            if (!keep)
+                fl__remove_locked(p, due);
+            else
+                p->idle[due].renewing = true;
             pthread_mutex_unlock(&p->mu);
             uint64_t until = 0;
-            bool keep = now < l.used + FL__ETCD_POOL_IDLE_NS &&
-                        fl__etcd_lease_renew(e, l.id, &until) == 0 && until;
-            if (!keep)
+            if (keep && fl__etcd_lease_renew(e, l.id, &until) == 0 && until) {
+                pthread_mutex_lock(&p->mu);
+                for (unsigned i = 0; i < p->n; i++)
+                    if (p->idle[i].id == l.id) {
+                        p->idle[i].until = until;
+                        p->idle[i].renewing = false;
+                    }
+                continue;
+            }
+            /* Idle too long (out of the pool already), or not renewed: it
+             * goes, unless a taker has it now (then it is the taker's, alive
+             * until its `until`). */
+            pthread_mutex_lock(&p->mu);
+            bool mine = !keep;
+            for (unsigned i = 0; !mine && i < p->n; i++)
+                if (p->idle[i].id == l.id) {
+                    fl__remove_locked(p, i);
+                    mine = true;
+                }
+            pthread_mutex_unlock(&p->mu);
+            if (mine)
                 (void)fl__etcd_revoke(&e->c, l.id);
             pthread_mutex_lock(&p->mu);
-            if (keep && !p->stop && p->n < FL__ETCD_POOL_MAX) {
-                l.until = until;
-                p->idle[p->n++] = l;
-            } else if (keep && !fl__queue_revoke_locked(p, l.id)) {
-                /* no memory: it ends at its TTL */
-            }
             continue;
         }
         if (next == UINT64_MAX) {
@@ -222,6 +242,11 @@ void fl__etcd_lease_give(struct fl__etcd *e, uint64_t id, uint64_t ttl, uint64_t
     uint64_t evict = 0;
     pthread_mutex_lock(&p->mu);
     bool pooled = false;
+    for (unsigned i = 0; i < p->n; i++)
+        if (p->idle[i].id == id) { /* given back twice: once is enough */
+            pthread_mutex_unlock(&p->mu);
+            return;
+        }
     if (fl__started_locked(e)) {
         if (p->n == FL__ETCD_POOL_MAX) { /* the least recently used goes */
             unsigned lru = 0;

@@ -78,6 +78,12 @@ struct fl__waiter {
     uint64_t until, base;         /* L's end at the earliest, and when it was last renewed */
     char id[FL__ETCD_ID_LEN + 1]; /* our entry */
     struct fl__etcd_place p;      /* where it is */
+    /* Whether L may carry an entry of ours that we do not know of (an
+     * acquire Txn or a leave whose outcome is unknown): then L is revoked,
+     * never given back to the pool; and whether an acquire Txn of ours may
+     * still arrive (its answer was lost): then L is revoked when the holding
+     * ends (etcd.h, fl__etcd_key.tainted). */
+    bool unsure, tainted;
 };
 
 /* Renew L: 0, or the request's error; w->until 0 when etcd no longer has it. */
@@ -93,26 +99,35 @@ static int fl__renew_mine(struct fl__waiter *w)
 }
 
 /* Put a new entry of ours in the queue (a first one, or again after our
- * place was given up), on L, renewed or replaced first if it may be gone. */
+ * place was given up), on L, renewed or replaced first if it may be gone.
+ * The entry's ID is one for the whole call: an attempt of an earlier round
+ * whose answer was lost is found by its repetition whatever moved since. */
 static int fl__queue_up(struct fl__waiter *w, bool try_only)
 {
+    fl__etcd_new_id(w->e, w->id);
     for (int round = 0;; round++) {
         if (w->until <= fl__etcd_now_ns()) {
             int err = fl__renew_mine(w);
-            if (!err && !w->until)
+            if (!err && !w->until) {
+                /* L ended (and whatever it carried with it): a new one */
                 err = fl__etcd_lease_grant(w->e, w->ttl, &w->lease, &w->granted, &w->until);
+                w->unsure = false;
+            }
             if (err)
                 return err;
             w->base = fl__etcd_now_ns();
         }
-        fl__etcd_new_id(w->e, w->id);
         int err = fl__etcd_enqueue(w->e, &w->k, w->id, w->lease, try_only, &w->p);
+        w->tainted = w->tainted || w->p.ambiguous;
+        if (err && err != 1 && err != -EBUSY && err != -EHOSTUNREACH && err != -EACCES)
+            w->unsure = true; /* an entry may be on L */
         if (err == 1 && round < 64) {
             /* Our lease ran out before the Txn (this thread was stopped?):
              * the Txn had no effect; a new lease, and again. */
             err = fl__etcd_lease_grant(w->e, w->ttl, &w->lease, &w->granted, &w->until);
             if (err)
                 return err;
+            w->unsure = w->tainted = false;
             w->base = fl__etcd_now_ns();
             continue;
         }
@@ -130,7 +145,7 @@ static int fl__queue_up(struct fl__waiter *w, bool try_only)
 static int fl__won(struct fl__waiter *w, struct fl__etcd_lease *out)
 {
     fl__etcd_set_held(w->e, w->slot, w->p.token, w->id, w->p.pred.state ? w->p.pred.id : "",
-                      w->lease, w->ttl, w->until);
+                      w->lease, w->ttl, w->until, w->tainted);
     *out = (struct fl__etcd_lease){.token = w->p.token,
                                    .deadline_ns = w->until,
                                    .lease_id = w->lease,
@@ -155,10 +170,10 @@ static int fl__give_up(struct fl__waiter *w, int err, struct fl__etcd_lease *out
         fl__set_error("%s", why);
         return fl__won(w, out);
     }
-    if (r == 0 && !w->p.c)
+    if (r == 0 && !w->p.c && !w->unsure && !w->tainted)
         fl__etcd_lease_give(w->e, w->lease, w->ttl, w->until); /* it carries nothing now */
     else
-        fl__etcd_revoke_later(w->e, w->lease); /* our entry may be on it: it goes with it */
+        fl__etcd_revoke_later(w->e, w->lease); /* an entry of ours may be on it: it goes too */
     fl__set_error("%s", why);
     return err;
 }
@@ -206,7 +221,7 @@ int fl__etcd_acquire(struct fl__etcd *e, const char *key, uint64_t lease_ns, int
         /* Refused before any effect: the lease carries nothing.  Else an
          * entry may be on it (an answer lost, or one that came from before a
          * restore: -ENOTRECOVERABLE): it goes with the lease. */
-        if (err == -EBUSY || err == -EHOSTUNREACH || err == -EACCES)
+        if (!w.unsure && !w.tainted)
             fl__etcd_lease_give(e, w.lease, w.ttl, w.until);
         else
             fl__etcd_revoke_later(e, w.lease);
@@ -233,7 +248,7 @@ int fl__etcd_acquire(struct fl__etcd *e, const char *key, uint64_t lease_ns, int
             watch = NULL;
             if (fl__etcd_now_ns() < w.until)
                 return fl__won(&w, out); /* our entry was alive (WAITING) */
-            err = fl__etcd_look(e, &w.k, w.id, w.p.c, &w.p); /* is it? */
+            err = fl__etcd_look(e, &w.k, w.id, w.p.c, true, &w.p); /* is it? */
             if (err)
                 break;
             if (w.p.c && w.p.head && (err = fl__renew_mine(&w)) == 0 && w.until)
@@ -325,7 +340,7 @@ int fl__etcd_acquire(struct fl__etcd *e, const char *key, uint64_t lease_ns, int
         /* Deleted (a waiter ahead of us gone), compacted, lost, or the
          * slice: where are we? */
         struct fl__etcd_entry was = w.p.pred;
-        err = fl__etcd_look(e, &w.k, w.id, w.p.c, &w.p);
+        err = fl__etcd_look(e, &w.k, w.id, w.p.c, true, &w.p);
         if (err)
             break;
         looked = fl__etcd_now_ns();
