@@ -240,6 +240,9 @@ enum relay_mode {
     R_LOSE_ACQ_ONCE, /* the next acquire Txn: applied, the connection closed without answer */
     R_HOLD_MOVE,     /* renew Txns that move an entry to another lease: the first kept
                         (not applied), all never answered */
+    R_LOSE_LOOKS,    /* Txns without a put (looks at the queue): closed unanswered */
+    R_PASS_ACQ_THEN_LOSE_LOOKS, /* the next acquire Txn passes; then this relay and its
+                                   peer lose every look */
 };
 
 struct relay {
@@ -250,6 +253,7 @@ struct relay {
     _Atomic bool have_held;
     _Atomic bool hold_revokes; /* lease revokes: never answered (they fail) */
     _Atomic int watches;       /* watch requests seen */
+    struct relay *peer;        /* R_PASS_ACQ_THEN_LOSE_LOOKS: the other relay */
     char held[1 << 15];
     char bump[256]; /* R_BUMP_ACQ_ONCE: the /v3/kv/put body that moves the epoch */
 };
@@ -302,6 +306,21 @@ static int relay_fn(void *arg, const char *path, const char *body, char *out, si
         if (acq && atomic_fetch_add(&rl->hits, 1) == 0) {
             ec_relay(rl->member_port, path, body, out, cap);
             return 0;
+        }
+        break;
+    case R_LOSE_LOOKS:
+        if (strcmp(path, "/v3/kv/txn") == 0 && !strstr(body, "request_put")) {
+            atomic_fetch_add(&rl->hits, 1);
+            return 0;
+        }
+        break;
+    case R_PASS_ACQ_THEN_LOSE_LOOKS:
+        if (acq) {
+            int st = ec_relay(rl->member_port, path, body, out, cap);
+            atomic_store(&rl->mode, R_LOSE_LOOKS);
+            if (rl->peer)
+                atomic_store(&rl->peer->mode, R_LOSE_LOOKS);
+            return st;
         }
         break;
     case R_HOLD_MOVE:
@@ -989,6 +1008,71 @@ static void test_late_renew_move_ends_holding(void **state)
                  fl_err_name(chk));
 }
 
+/* =====================================================================
+ * 9.  An acquire whose first attempt was applied (its answer lost), whose
+ * repetition was refused because our entry exists, and whose look at the
+ * queue around that entry then reached no endpoint.
+ *
+ * lock.c, fl__etcd_enqueue: `if (err == 2) err = fl__etcd_look(...)`: the
+ * look is a read, whose failure is -EHOSTUNREACH ("the call had no
+ * effect"), and fl__etcd_enqueue returns it as the acquire's outcome,
+ * although the acquire took effect (our entry is live on the lease); wait.c
+ * then gives the lease back to the pool on -EHOSTUNREACH ("refused before
+ * any effect").  I14: an answer the network lost is never reported as "no
+ * effect" unless no byte can have reached the store -- here the Txn did.
+ * And the lease, carrying the live entry, is kept alive by the pool: the
+ * key is held by nobody until the pool lets it go.  Fix: after a
+ * repetition that found our entry, any failure is -EAGAIN.
+ * I14 I4
+ * ===================================================================== */
+static void test_look_after_repetition_unreachable(void **state)
+{
+    (void)state;
+    const char *prefix = "rlook";
+    setenv("FENCELOCK_ETCD_TIMEOUT_MS", "500", 1);
+    struct relay *a = relay_start(), *b = relay_start();
+    b->peer = a;
+    char via[256], direct[1024];
+    snprintf(via, sizeof via, "etcd://127.0.0.1:%d,127.0.0.1:%d/%s", a->port, b->port, prefix);
+    direct_uri(prefix, direct, sizeof direct);
+    fl_region *r = NULL, *d = NULL;
+    assert_int_equal(fl_open(via, &r), 0);
+    assert_int_equal(fl_open(direct, &d), 0);
+    atomic_store(&a->mode, R_LOSE_ACQ_ONCE);
+    atomic_store(&b->mode, R_PASS_ACQ_THEN_LOSE_LOOKS);
+    fl_lease l, x;
+    int rc = fl_acquire(r, "k", S(2), 0, &l);
+    char why[512];
+    snprintf(why, sizeof why, "%s", rc ? fl_last_error() : "");
+    atomic_store(&a->mode, R_PASS);
+    atomic_store(&b->mode, R_PASS);
+    printf("# the acquire: %s (%s); looks lost: %d + %d\n", fl_err_name(rc), why,
+           atomic_load(&a->hits) - 1, atomic_load(&b->hits));
+    int live = live_of(prefix, "k");
+    dump_queue(prefix, "k");
+    uint64_t t0 = th_now_ns();
+    int rc2 = fl_acquire(d, "k", S(2), (int64_t)(S(2) + SLACK), &x);
+    uint64_t took = th_now_ns() - t0;
+    if (rc2 == 0)
+        assert_int_equal(fl_release(d, &x), 0);
+    if (rc == 0)
+        fl_release(r, &l);
+    fl_close(r);
+    fl_close(d);
+    relay_stop(a);
+    relay_stop(b);
+    unsetenv("FENCELOCK_ETCD_TIMEOUT_MS");
+    if (rc == -EHOSTUNREACH && live > 0)
+        fail_msg("fl_acquire answered -EHOSTUNREACH (\"the call had no effect\") with its "
+                 "entry live in the queue (%d live): %s; another handle then %s after %.1f s "
+                 "(leases of 2 s)",
+                 live, why, rc2 == 0 ? "got the key" : fl_err_name(rc2), secs(took));
+    if (rc2 != 0)
+        fail_msg("the key stayed held by nobody for %.1f s after an acquire that answered %s: "
+                 "%s",
+                 secs(took), fl_err_name(rc), why);
+}
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -1018,6 +1102,7 @@ int main(void)
         cmocka_unit_test(test_status_without_marker),
         cmocka_unit_test(test_repeated_first_acquire_flags),
         cmocka_unit_test(test_late_renew_move_ends_holding),
+        cmocka_unit_test(test_look_after_repetition_unreachable),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
