@@ -241,6 +241,8 @@ enum relay_mode {
     R_HOLD_MOVE,     /* renew Txns that move an entry to another lease: the first kept
                         (not applied), all never answered */
     R_LOSE_LOOKS,    /* Txns without a put (looks at the queue): closed unanswered */
+    R_LOSE_HISTORY,  /* ranges of the queue's history (min_create_revision): closed
+                        unanswered */
     R_PASS_ACQ_THEN_LOSE_LOOKS, /* the next acquire Txn passes; then this relay and its
                                    peer lose every look */
 };
@@ -305,6 +307,12 @@ static int relay_fn(void *arg, const char *path, const char *body, char *out, si
     case R_LOSE_ACQ_ONCE:
         if (acq && atomic_fetch_add(&rl->hits, 1) == 0) {
             ec_relay(rl->member_port, path, body, out, cap);
+            return 0;
+        }
+        break;
+    case R_LOSE_HISTORY:
+        if (strcmp(path, "/v3/kv/range") == 0 && strstr(body, "min_create_revision")) {
+            atomic_fetch_add(&rl->hits, 1);
             return 0;
         }
         break;
@@ -1073,6 +1081,86 @@ static void test_look_after_repetition_unreachable(void **state)
                  secs(took), fl_err_name(rc), why);
 }
 
+/* =====================================================================
+ * 10.  An acquire Txn that was applied and answered (a free key: we hold
+ * it), whose follow-up read of the queue's history (how the holding before
+ * ended) reaches no endpoint.
+ *
+ * lock.c, fl__etcd_enqueue -> fl__holding_now -> fl__held_between: the
+ * read's -EHOSTUNREACH becomes the acquire's result, although the Txn took
+ * effect and our entry now holds the key; wait.c gives the lease back to
+ * the pool on -EHOSTUNREACH, live entry and all.  The caller was told "no
+ * effect" (I14), and the key is held by a phantom for as long as the pool
+ * keeps that lease.  The history read is needed only for the flags: on its
+ * failure, FL_LEASE_EXPIRED (the cautious answer, as for a compacted
+ * history) and the holding, not an error.
+ * State: H released while W waited; W then held and never renewed, so W's
+ * entry vanished and H's released one is the newest before ours, with W
+ * queued between them before H's release (lock.c, HOW THE HOLDING BEFORE
+ * ENDED: the rare case that reads the history).
+ * I14 I4
+ * ===================================================================== */
+static void test_history_read_unreachable(void **state)
+{
+    (void)state;
+    const char *prefix = "hist";
+    setenv("FENCELOCK_ETCD_TIMEOUT_MS", "500", 1);
+    struct relay *rl = relay_start();
+    char via[256], direct[1024];
+    snprintf(via, sizeof via, "etcd://127.0.0.1:%d/%s", rl->port, prefix);
+    direct_uri(prefix, direct, sizeof direct);
+    fl_region *h = NULL, *w = NULL, *x = NULL, *d = NULL;
+    assert_int_equal(fl_open(direct, &h), 0);
+    assert_int_equal(fl_open(direct, &w), 0);
+    assert_int_equal(fl_open(via, &x), 0);
+    assert_int_equal(fl_open(direct, &d), 0);
+    fl_lease hl, xl, dl;
+    assert_int_equal(fl_acquire(h, "k", S(60), 0, &hl), 0);
+    struct acq_arg a = {w, "k", S(2), (int64_t)S(40), {0}, 0, 0, 0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, acq_main, &a), 0);
+    if (!wait_live(prefix, "k", 2, 20000))
+        fail_msg("W did not queue");
+    assert_int_equal(fl_release(h, &hl), 0);
+    if (!wait_done(&a, 20000) || a.rc != 0)
+        fail_msg("W did not get the key");
+    pthread_join(t, NULL);
+    /* W never renews: its entry goes with its lease. */
+    if (!wait_live(prefix, "k", 0, 20000))
+        fail_msg("W's entry outlived its lease");
+    dump_queue(prefix, "k");
+    atomic_store(&rl->mode, R_LOSE_HISTORY);
+    int rc = fl_acquire(x, "k", S(2), 0, &xl);
+    atomic_store(&rl->mode, R_PASS);
+    char why[512];
+    snprintf(why, sizeof why, "%s", rc ? fl_last_error() : "");
+    int hits = atomic_load(&rl->hits), live = live_of(prefix, "k");
+    printf("# the acquire: %s (%s) flags 0x%x; history reads lost: %d\n", fl_err_name(rc), why,
+           rc ? 0 : xl.flags, hits);
+    dump_queue(prefix, "k");
+    uint64_t t0 = th_now_ns();
+    int rc2 = fl_acquire(d, "k", S(2), (int64_t)(S(2) + SLACK), &dl);
+    uint64_t took = th_now_ns() - t0;
+    if (rc2 == 0)
+        assert_int_equal(fl_release(d, &dl), 0);
+    if (rc == 0)
+        fl_release(x, &xl);
+    fl_close(h);
+    fl_close(w);
+    fl_close(x);
+    fl_close(d);
+    relay_stop(rl);
+    unsetenv("FENCELOCK_ETCD_TIMEOUT_MS");
+    assert_true(hits >= 1); /* the scenario reached the history read */
+    if (rc != 0 && live > 0)
+        fail_msg("fl_acquire answered %s with its entry live, holding the key (%d live): %s; "
+                 "another handle then %s after %.1f s (leases of 2 s)",
+                 fl_err_name(rc), live, why, rc2 == 0 ? "got the key" : fl_err_name(rc2),
+                 secs(took));
+    if (rc == 0 && xl.flags != FL_LEASE_EXPIRED)
+        fail_msg("the holding before ended unreleased, yet flags 0x%x", xl.flags);
+}
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -1103,6 +1191,7 @@ int main(void)
         cmocka_unit_test(test_repeated_first_acquire_flags),
         cmocka_unit_test(test_late_renew_move_ends_holding),
         cmocka_unit_test(test_look_after_repetition_unreachable),
+        cmocka_unit_test(test_history_read_unreachable),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
