@@ -27,7 +27,23 @@
  *      does the waiter behind it: two holders at once (I1);
  *   6. `fencelock status` with the marker deleted (`etcdctl del
  *      PREFIX/last/KEY`): the key is listed once per queue entry, each with
- *      0 waiters (cosmetic).
+ *      0 waiters (cosmetic);
+ *   7. the first acquisition of a key, its Txn repeated after a lost
+ *      answer, says FL_LEASE_EXPIRED (docs/etcd.md: 0 when nothing tells);
+ *   8. a renew's move held on the way lands after the next renew let its
+ *      new lease go (whose revoke failed): the holding ends ~57 s before
+ *      its deadline_ns (I4);
+ *   9. an applied acquire whose look after the repetition reaches nobody
+ *      answers -EHOSTUNREACH, "no effect", and pools its entry's lease
+ *      (I14, I4);
+ *  10. the same after an answered acquire whose history read (the flags)
+ *      reaches nobody (I14, I4);
+ *  11. one key released by the layout before 0.2 (its 30-byte marker)
+ *      makes `fencelock status` fail for the whole prefix, and the key's
+ *      acquire says "bad answer" instead of "layout before 0.2" (I9).
+ *
+ * tests/etcd/review28/README.md has the root causes (file:line) and the
+ * suggested fixes, and what the queue withstood (etcd_review28_held.c).
  *
  * Each test fails on the code it was written against; each comment says
  * where the defect is.  One member (the relays front one member), a prefix
@@ -522,11 +538,11 @@ static void test_late_acquire_txn_queues_again(void **state)
     assert_true(x.token > l.token);
     assert_int_equal(fl_release(d, &x), 0);
     assert_int_equal(live_of(prefix, "k"), 0);
-    /* Now the held attempt reaches etcd. */
+    /* Now the held attempt reaches etcd (refused, "requested lease not
+     * found", where the lease was revoked rather than pooled). */
     char ans[8192];
-    assert_int_equal(ec_relay(cl.m[0].client_port, "/v3/kv/txn", rl->held, ans, sizeof ans),
-                     200);
-    printf("# the late acquire Txn: %.200s\n", ans);
+    int st = ec_relay(cl.m[0].client_port, "/v3/kv/txn", rl->held, ans, sizeof ans);
+    printf("# the late acquire Txn: HTTP %d %.200s\n", st, ans);
     dump_queue(prefix, "k");
     /* r goes on working (other keys, the same TTL): its pool reuses L. */
     struct busy b = {.r = r};
@@ -609,7 +625,10 @@ static void test_epoch_moves_between_attempts(void **state)
     dump_queue(prefix, "k");
     int live_after = live_of(prefix, "k");
     if (rc == 0) {
-        assert_int_equal(FL_TOKEN_EPOCH(l.token), 2);
+        /* The first attempt's entry, queued under epoch 1 before the bump,
+         * holds the key: its token is of epoch 1, and still above every
+         * earlier one (none here). */
+        assert_true(l.token > 0);
         assert_int_equal(fl_release(r, &l), 0);
         live_after = live_of(prefix, "k");
     }
@@ -989,11 +1008,10 @@ static void test_late_renew_move_ends_holding(void **state)
     rc = fl_renew(r, &l, S(60));
     if (rc != 0)
         fail_msg("the renew after: %s (%s)", fl_err_name(rc), fl_last_error());
-    /* The held move arrives. */
+    /* The held move arrives (a fix may make it fail: any answer). */
     char ans[8192];
-    assert_int_equal(ec_relay(cl.m[0].client_port, "/v3/kv/txn", rl->held, ans, sizeof ans),
-                     200);
-    printf("# the late move: %.160s\n", ans);
+    int st = ec_relay(cl.m[0].client_port, "/v3/kv/txn", rl->held, ans, sizeof ans);
+    printf("# the late move: HTTP %d %.160s\n", st, ans);
     dump_queue(prefix, "k");
     bool gone = wait_live(prefix, "k", 0, 15000);
     uint64_t now = th_now_ns();
