@@ -371,8 +371,11 @@ FL_API int fl_open_readonly(const char *region_path, fl_region **out);
 /* Unmap the region and end the registration.  Locks still held through this
  * handle are released as if the process had died (their next holders see
  * FL_LEASE_OWNER_DIED); an unregistered handle's locks end at their lease
- * deadlines.  Stop every keepalive of the handle first.  NULL is ignored.
- * Leases obtained through the handle must not be used afterwards.
+ * deadlines.  Stop every keepalive of the handle first, and call it when no
+ * other thread is inside a call on the handle (end their waits with
+ * fl_cancel_trigger first): the handle is freed, and a call still running
+ * on it, or made after, uses freed memory.  NULL is ignored.  Leases
+ * obtained through the handle must not be used afterwards.
  * In a forked child, on a handle the parent opened, it only unmaps the
  * child's copy: the parent's locks and registration are left alone. */
 FL_API void fl_close(fl_region *r);
