@@ -29,29 +29,32 @@
  * after it deletes it (its holder knows its name), so that a waiter that was
  * not watching it can still learn how the holding before its own ended.
  *
- * ACQUIRE is one Txn (fl__etcd_enqueue), nested so that etcd's compares,
- * which cannot say "or", cover each case:
+ * ACQUIRE is one Txn (fl__etcd_enqueue), in the usual case:
  *
- *   compare  epoch == "E", our entry absent, last absent   (KEY's first entry)
+ *   compare  epoch == "E", our entry absent,
+ *            "q" < last < "q%07(E+1)"              (KEY's newest entry: E or earlier)
  *   success  ENQUEUE
- *   failure  Txn: compare  epoch == "E", our entry absent,
- *                          "q" < last < "q%07(E+1)"      (E or a later epoch)
- *                 success  ENQUEUE
- *                 failure  range epoch, last, our entry, the queue's newest,
- *                          its two oldest
- *   ENQUEUE  range the queue's newest entry (before ours: our predecessor)
- *            range its two oldest (is our predecessor the holder?)
+ *   ENQUEUE  range the two newest entries (before ours: our predecessor,
+ *            and whether it holds the key)
  *            put our entry "W E PID HOST" lease L
  *            put last "qE" prev_kv
  *
- * A try (timeout 0) adds "the queue is free" to each compare (no entry, or
- * every entry's value below "W": released ones), so that a held key gets no
- * entry: a failed try leaves nothing.  We hold the key when no entry is
- * before ours, or a released one is.  A Txn whose answer was lost may be
- * sent again (FL__ETCD_REPEATABLE): a repetition that finds our entry (its
- * ID is unique to the call) knows the first attempt took effect, and looks
- * at the queue around it.
- *
+ * with nothing in its failure branch: etcd reads every byte of a Txn, the
+ * branches it does not run too, so the rare cases go in a second request
+ * only when the first did not go ahead: KEY's first entry (last absent),
+ * else the usual case again (another client may have made the first entry
+ * since), whose failure branch reads the epoch, the marker, our entry and
+ * the two oldest entries to say why (the epoch moved or was set back, our
+ * earlier attempt is there, the layout before 0.2).  A try (timeout 0) adds "the
+ * queue is free" to the compares (every entry's value below "W": released
+ * ones; or no entry, in a nested level whose failure reads the two oldest:
+ * the holder, for -EBUSY at once), so that a held key gets no entry: a
+ * failed try leaves nothing.  We hold the key when no entry is before
+ * ours, or a released one is.  A Txn whose answer was lost may be sent
+ * again (FL__ETCD_REPEATABLE): a repetition that finds our entry (its ID is
+ * unique to the call) knows an earlier attempt took effect, and looks at
+ * the queue around it.
+
  * HOW THE HOLDING BEFORE ENDED, when we hold KEY at once: no entry before
  * ours and no marker: KEY's first holding (flags 0); no entry and a marker:
  * the last holding vanished unreleased (etcd ended its lease: EXPIRED); a
@@ -290,7 +293,8 @@ static json_t *fl__diag_ops(const struct fl__etcd_keys *k, const char *m, size_t
 }
 
 /* A refused enqueue (nothing done): why, from the diagnosis at txn.  2
- * when our entry exists (p->c): an earlier attempt of this call made it. */
+ * when our entry exists (p->c): an earlier attempt of this call made it; 3
+ * when nothing is in the way now (a race with another first entry). */
 static int fl__refused(struct fl__etcd *e, struct fl__etcd_reply *rp, const json_t *txn,
                        const struct fl__etcd_keys *k, uint64_t epoch, bool try_only,
                        struct fl__etcd_place *p)
@@ -375,76 +379,207 @@ static int fl__refused(struct fl__etcd *e, struct fl__etcd_reply *rp, const json
                         (int)(k->last_len - (e->c.uri.prefix_len + 6)),
                         k->last + e->c.uri.prefix_len + 6, p->holder);
     }
-    return fl__fail(-EPROTO, "etcd %s acquire txn: refused, yet the epoch is ours and the "
-                             "marker below it",
-                    rp->endpoint);
+    /* Nothing in the way now: the marker appeared between the two requests
+     * (another client queued KEY's first entry): again. */
+    return 3;
+}
+
+/* The holder's token from the two oldest entries (a range, oldest first):
+ * the first live one's (0: none). */
+static int fl__front_holder(const struct fl__etcd_reply *rp, const struct fl__etcd_keys *k,
+                            const json_t *range, uint64_t *holder)
+{
+    *holder = 0;
+    json_t *kvs = NULL;
+    int err = fl__etcd_arr(rp, range, "kvs", &kvs);
+    size_t n = kvs ? json_array_size(kvs) : 0;
+    for (size_t i = 0; !err && i < n && i < 2 && !*holder; i++) {
+        struct fl__etcd_kv kv;
+        struct fl__etcd_entry en;
+        err = fl__etcd_kv_parse(rp, json_array_get(kvs, i), FL__ETCD_ENTRY_VALUE_MAX, &kv);
+        if (!err) {
+            err = fl__etcd_entry_parse(rp, k, &kv, &en);
+            fl__etcd_kv_free(&kv);
+        }
+        if (!err && en.state == 'W')
+            *holder = en.token;
+    }
+    return err;
+}
+
+/* The words of one acquire Txn. */
+struct fl__acq {
+    const struct fl__etcd_keys *k;
+    char m[FL__ETCD_KEY_MAX]; /* our entry's key */
+    size_t mlen;
+    uint64_t lease, epoch;
+    char ev[FL__ETCD_EPOCH_TEXT_MAX], lv[FL__ETCD_ENTRY_VALUE_MAX], mv[FL__ETCD_MARK_MAX],
+        hi[FL__ETCD_MARK_MAX];
+    int evn, lvn, mvn, hin;
+};
+
+/* The operations of an acquire that goes ahead (ACQUIRE: ENQUEUE). */
+static json_t *fl__enqueue_ops(const struct fl__acq *a)
+{
+    return fl__etcd_list(
+        fl__before_op(a->k, 0), fl__etcd_op_put(a->m, a->mlen, a->lv, (size_t)a->lvn, a->lease, false),
+        fl__etcd_op_put(a->k->last, a->k->last_len, a->mv, (size_t)a->mvn, 0, true), FL__ETCD_END);
+}
+
+/* The compares of a level: the epoch ours, our entry absent, and the
+ * marker of epoch E or earlier (mark) or absent; for a try, the queue free:
+ * every entry released (released) or none. */
+static json_t *fl__level_cmps(const struct fl__acq *a, bool mark, bool try_only, bool released)
+{
+    const struct fl__etcd_keys *k = a->k;
+    json_t *c = fl__etcd_list(
+        fl__etcd_cmp_value(k->epoch, k->epoch_len, "EQUAL", a->ev, (size_t)a->evn),
+        fl__etcd_cmp_rev(a->m, a->mlen, "CREATE", "EQUAL", 0), FL__ETCD_END);
+    json_t *more[2] = {NULL, NULL};
+    if (mark) {
+        more[0] = fl__etcd_cmp_value(k->last, k->last_len, "GREATER", "q", 1);
+        more[1] = fl__etcd_cmp_value(k->last, k->last_len, "LESS", a->hi, (size_t)a->hin);
+    } else
+        more[0] = fl__etcd_cmp_rev(k->last, k->last_len, "CREATE", "EQUAL", 0);
+    json_t *free_q = !try_only ? NULL
+                     : released
+                         ? fl__etcd_cmp_value_range(k->q0, k->q_len, k->q1, k->q_len, "LESS", "W", 1)
+                         : fl__etcd_cmp_rev_range(k->q0, k->q_len, k->q1, k->q_len, "CREATE",
+                                                  "EQUAL", 0);
+    bool ok = c != NULL;
+    json_t *add[3] = {more[0], more[1], free_q};
+    for (int i = 0; i < 3; i++) {
+        if (!add[i])
+            continue;
+        if (!ok || json_array_append_new(c, add[i]) != 0)
+            ok = false;
+    }
+    if (!ok || (mark && !more[1]) || (try_only && !free_q)) {
+        json_decref(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* The answer of an acquire that went ahead (txn: the level that did). */
+static int fl__enqueued(struct fl__etcd *e, struct fl__etcd_reply *rp, const json_t *txn,
+                        const struct fl__acq *a, bool try_only, struct fl__etcd_place *p)
+{
+    if (rp->revision >= FL__ETCD_REV_LIMIT)
+        return fl__fail(-EOVERFLOW, "etcd %s: revision %" PRIu64 " does not fit a token "
+                                    "(2^40 or more): bump the epoch",
+                        rp->endpoint, rp->revision);
+    p->c = rp->revision;
+    p->token = a->epoch << FL__ETCD_EPOCH_SHIFT | rp->revision;
+    p->revision = rp->revision;
+    json_t *before = NULL, *put = NULL, *prev = NULL;
+    int err = fl__etcd_txn_resp(rp, txn, 0, "response_range", &before);
+    if (!err)
+        err = fl__etcd_txn_resp(rp, txn, 2, "response_put", &put);
+    if (!err)
+        err = fl__etcd_obj(rp, put, "prev_kv", &prev);
+    uint64_t mark_rev = 0;
+    if (!err && prev) {
+        struct fl__etcd_kv mark;
+        err = fl__etcd_kv_parse(rp, prev, FL__ETCD_MARK_READ_MAX, &mark);
+        mark_rev = err ? 0 : mark.mod_revision;
+        if (!err)
+            fl__etcd_kv_free(&mark);
+    }
+    struct fl__etcd_entry b[2];
+    size_t n = 0;
+    if (!err)
+        err = fl__before(rp, a->k, before, b, &n);
+    if (err)
+        return err; /* -EPROTO after a write: its outcome unknown (docs/etcd.md, Errors) */
+    if (try_only && n && b[0].state == 'W')
+        return fl__fail(-EPROTO, "etcd %s acquire txn: took a key whose queue holds a live "
+                                 "entry",
+                        rp->endpoint);
+    fl__place(e, a->k, b, n, false, prev ? mark_rev : 0, p);
+    if (p->head && n == 0 && prev)
+        p->flags = FL_LEASE_EXPIRED; /* a marker, no entry: the last one vanished */
+    return 0;
 }
 
 int fl__etcd_enqueue(struct fl__etcd *e, const struct fl__etcd_keys *k, const char *id,
                      uint64_t lease, bool try_only, struct fl__etcd_place *p)
 {
     memset(p, 0, sizeof *p);
+    struct fl__acq a = {.k = k, .lease = lease};
     /* relaxed: a cache of the cluster's value, which the Txn compares */
-    uint64_t epoch = atomic_load_explicit(&e->c.epoch, memory_order_relaxed);
-    char ev[FL__ETCD_EPOCH_TEXT_MAX], lv[FL__ETCD_ENTRY_VALUE_MAX], mv[FL__ETCD_MARK_MAX],
-        hi[FL__ETCD_MARK_MAX], m[FL__ETCD_KEY_MAX];
-    int evn = snprintf(ev, sizeof ev, "%" PRIu64, epoch);
-    int lvn = fl__etcd_live_value(e, epoch, lv, sizeof lv);
-    int mvn = fl__etcd_mark_value(epoch, mv, sizeof mv);
-    int hin = fl__etcd_mark_value(epoch + 1, hi, sizeof hi); /* below it: E or earlier */
-    size_t mlen = fl__etcd_entry_key(k, id, m);
-    /* The levels, the usual case first (ACQUIRE): every one ends in OPS,
-     * the last one's failure in the diagnosis. */
-#define FL__OPS()                                                                             \
-    fl__etcd_list(fl__before_op(k, 0), fl__etcd_op_put(m, mlen, lv, (size_t)lvn, lease, false), \
-                  fl__etcd_op_put(k->last, k->last_len, mv, (size_t)mvn, 0, true), FL__ETCD_END)
-#define FL__BASE()                                                                            \
-    fl__etcd_cmp_value(k->epoch, k->epoch_len, "EQUAL", ev, (size_t)evn),                    \
-        fl__etcd_cmp_rev(m, mlen, "CREATE", "EQUAL", 0)
-#define FL__MARK_OK()                                                                         \
-    fl__etcd_cmp_value(k->last, k->last_len, "GREATER", "q", 1),                             \
-        fl__etcd_cmp_value(k->last, k->last_len, "LESS", hi, (size_t)hin)
-#define FL__NO_MARK() fl__etcd_cmp_rev(k->last, k->last_len, "CREATE", "EQUAL", 0)
-#define FL__EMPTY() fl__etcd_cmp_rev_range(k->q0, k->q_len, k->q1, k->q_len, "CREATE", "EQUAL", 0)
-#define FL__RELEASED()                                                                        \
-    fl__etcd_cmp_value_range(k->q0, k->q_len, k->q1, k->q_len, "LESS", "W", 1)
-    json_t *req;
-    if (!try_only) {
-        json_t *first = fl__etcd_txn(fl__etcd_list(FL__BASE(), FL__NO_MARK(), FL__ETCD_END),
-                                     FL__OPS(), fl__diag_ops(k, m, mlen));
-        req = fl__etcd_txn(fl__etcd_list(FL__BASE(), FL__MARK_OK(), FL__ETCD_END), FL__OPS(),
-                           fl__etcd_list(fl__etcd_op_txn(first), FL__ETCD_END));
-    } else {
-        json_t *first =
-            fl__etcd_txn(fl__etcd_list(FL__BASE(), FL__NO_MARK(), FL__EMPTY(), FL__ETCD_END),
-                         FL__OPS(), fl__diag_ops(k, m, mlen));
-        json_t *empty =
-            fl__etcd_txn(fl__etcd_list(FL__BASE(), FL__MARK_OK(), FL__EMPTY(), FL__ETCD_END),
-                         FL__OPS(), fl__etcd_list(fl__etcd_op_txn(first), FL__ETCD_END));
-        req = fl__etcd_txn(fl__etcd_list(FL__BASE(), FL__MARK_OK(), FL__RELEASED(), FL__ETCD_END),
-                           FL__OPS(), fl__etcd_list(fl__etcd_op_txn(empty), FL__ETCD_END));
-    }
-#undef FL__OPS
-#undef FL__BASE
-#undef FL__MARK_OK
-#undef FL__NO_MARK
-#undef FL__EMPTY
-#undef FL__RELEASED
-    struct fl__etcd_reply rp;
-    bool ok = false;
-    int err = fl__etcd_request(&e->c, "/v3/kv/txn", "acquire txn", req,
-                               FL__ETCD_REPEATABLE | FL__ETCD_GUARD | FL__ETCD_GONE, &rp, &ok);
-    p->ambiguous = rp.ambiguous;
-    if (err == -ENOENT) {
-        err = 1; /* "requested lease not found": our lease ran out first */
-        goto out;
-    }
-    /* Down the nested Txns to the one that decided: each level's failure
-     * is the next level, the last one's the diagnosis. */
-    const json_t *txn = rp.body;
-    for (int level = 1, levels = try_only ? 3 : 2; !err && !ok; level++) {
-        if (level == levels) {
-            err = fl__refused(e, &rp, txn, k, epoch, try_only, p);
+    a.epoch = atomic_load_explicit(&e->c.epoch, memory_order_relaxed);
+    a.evn = snprintf(a.ev, sizeof a.ev, "%" PRIu64, a.epoch);
+    a.lvn = fl__etcd_live_value(e, a.epoch, a.lv, sizeof a.lv);
+    a.mvn = fl__etcd_mark_value(a.epoch, a.mv, sizeof a.mv);
+    a.hin = fl__etcd_mark_value(a.epoch + 1, a.hi, sizeof a.hi); /* below it: E or earlier */
+    a.mlen = fl__etcd_entry_key(k, id, a.m);
+    /* Two requests at most (ACQUIRE): the usual case alone first (etcd
+     * reads every byte of a Txn, the branches it does not run too), the
+     * key's first entry and the diagnosis only when that one did not go
+     * ahead. */
+    for (int phase = 0, round = 0; phase < 2; phase++) {
+        json_t *req;
+        if (phase == 0 && !try_only)
+            req = fl__etcd_txn(fl__level_cmps(&a, true, false, false), fl__enqueue_ops(&a), NULL);
+        else if (phase == 0) {
+            json_t *empty = fl__etcd_txn(
+                fl__level_cmps(&a, true, true, false), fl__enqueue_ops(&a),
+                fl__etcd_list(fl__etcd_op_range_sorted(k->q0, k->q_len, k->q1, k->q_len, false, 2,
+                                                       0),
+                              FL__ETCD_END));
+            req = fl__etcd_txn(fl__level_cmps(&a, true, true, true), fl__enqueue_ops(&a),
+                               fl__etcd_list(fl__etcd_op_txn(empty), FL__ETCD_END));
+        } else {
+            /* KEY's first entry; or, if another client made that one since
+             * (the marker appeared between the requests), the usual case
+             * again in the same request; then the diagnosis. */
+            json_t *again = fl__etcd_txn(fl__level_cmps(&a, true, try_only, false),
+                                         fl__enqueue_ops(&a), fl__diag_ops(k, a.m, a.mlen));
+            req = fl__etcd_txn(fl__level_cmps(&a, false, try_only, false), fl__enqueue_ops(&a),
+                               fl__etcd_list(fl__etcd_op_txn(again), FL__ETCD_END));
+        }
+        struct fl__etcd_reply rp;
+        bool ok = false;
+        int err = fl__etcd_request(&e->c, "/v3/kv/txn", "acquire txn", req,
+                                   FL__ETCD_REPEATABLE | FL__ETCD_GUARD | FL__ETCD_GONE, &rp,
+                                   &ok);
+        p->ambiguous = p->ambiguous || rp.ambiguous;
+        const json_t *txn = rp.body;
+        if (err == -ENOENT)
+            err = 1; /* "requested lease not found": our lease ran out first */
+        else if (!err && !ok && phase == 0 && try_only) {
+            /* The try's second level: the queue empty. */
+            json_t *sub = NULL;
+            err = fl__etcd_txn_resp(&rp, rp.body, 0, "response_txn", &sub);
+            if (!err)
+                err = fl__etcd_txn_result(&rp, sub, &ok);
+            txn = sub;
+            json_t *front = NULL;
+            if (!err && !ok)
+                err = fl__etcd_txn_resp(&rp, sub, 0, "response_range", &front);
+            if (!err && !ok)
+                err = fl__front_holder(&rp, k, front, &p->holder);
+            /* Held (by another: after an attempt without an answer, the
+             * holder may be our own entry, which phase 1 finds). */
+            if (!err && !ok && p->holder && !p->ambiguous) {
+                fl__etcd_reply_free(&rp);
+                return fl__fail(-EBUSY, "etcd: key \"%.*s\" is held (token %" PRIu64 ")",
+                                (int)(k->last_len - (e->c.uri.prefix_len + 6)),
+                                k->last + e->c.uri.prefix_len + 6, p->holder);
+            }
+        }
+        if (!err && !ok && phase == 1) {
+            json_t *sub = NULL;
+            err = fl__etcd_txn_resp(&rp, rp.body, 0, "response_txn", &sub);
+            if (!err)
+                err = fl__etcd_txn_result(&rp, sub, &ok);
+            txn = sub;
+        }
+        if (!err && ok)
+            err = fl__enqueued(e, &rp, txn, &a, try_only, p);
+        else if (!err && phase == 1) {
+            err = fl__refused(e, &rp, txn, k, a.epoch, try_only, p);
             if (err == 2) {
                 /* An earlier attempt of ours queued us: where are we?  Nothing
                  * tells how the holding before ended (flags 0 then); and if
@@ -458,57 +593,21 @@ int fl__etcd_enqueue(struct fl__etcd *e, const struct fl__etcd_keys *k, const ch
                                             "could not be read: %s",
                                    fl_last_error());
             }
-            goto out;
         }
-        json_t *sub = NULL;
-        err = fl__etcd_txn_resp(&rp, txn, 0, "response_txn", &sub);
-        if (!err)
-            err = fl__etcd_txn_result(&rp, sub, &ok);
-        txn = sub;
+        fl__etcd_reply_free(&rp);
+        if (err == 3 && ++round < 8) {
+            phase = -1; /* from the usual case again */
+            continue;
+        }
+        if (err == 3)
+            return fl__fail(-EAGAIN, "etcd: the queue of \"%.*s\" kept changing under the "
+                                     "acquire Txn",
+                            (int)(k->last_len - (e->c.uri.prefix_len + 6)),
+                            k->last + e->c.uri.prefix_len + 6);
+        if (err || ok || phase == 1)
+            return err;
     }
-    if (err)
-        goto out;
-    if (rp.revision >= FL__ETCD_REV_LIMIT) {
-        err = fl__fail(-EOVERFLOW, "etcd %s: revision %" PRIu64 " does not fit a token "
-                                   "(2^40 or more): bump the epoch",
-                       rp.endpoint, rp.revision);
-        goto out;
-    }
-    p->c = rp.revision;
-    p->token = epoch << FL__ETCD_EPOCH_SHIFT | rp.revision;
-    p->revision = rp.revision;
-    json_t *before = NULL, *put = NULL, *prev = NULL;
-    err = fl__etcd_txn_resp(&rp, txn, 0, "response_range", &before);
-    if (!err)
-        err = fl__etcd_txn_resp(&rp, txn, 2, "response_put", &put);
-    if (!err)
-        err = fl__etcd_obj(&rp, put, "prev_kv", &prev);
-    uint64_t mark_rev = 0;
-    if (!err && prev) {
-        struct fl__etcd_kv mark;
-        err = fl__etcd_kv_parse(&rp, prev, FL__ETCD_MARK_READ_MAX, &mark);
-        mark_rev = err ? 0 : mark.mod_revision;
-        if (!err)
-            fl__etcd_kv_free(&mark);
-    }
-    struct fl__etcd_entry b[2];
-    size_t n = 0;
-    if (!err)
-        err = fl__before(&rp, k, before, b, &n);
-    if (err)
-        goto out; /* -EPROTO after a write: its outcome unknown (docs/etcd.md, Errors) */
-    if (try_only && n && b[0].state == 'W')
-        err = fl__fail(-EAGAIN, "etcd %s acquire txn: took a key whose queue holds a live "
-                                "entry",
-                       rp.endpoint);
-    else {
-        fl__place(e, k, b, n, false, prev ? mark_rev : 0, p);
-        if (p->head && n == 0 && prev)
-            p->flags = FL_LEASE_EXPIRED; /* a marker, no entry: the last one vanished */
-    }
-out:
-    fl__etcd_reply_free(&rp);
-    return err;
+    return 0; /* not reached */
 }
 
 /* ---- leaving the queue ---- */
