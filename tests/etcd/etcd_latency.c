@@ -3,8 +3,8 @@
  * etcd_latency.c - what each call costs on etcd: three members on
  * loopback, one client, kept-alive connections; medians and 99th
  * percentiles of the raw etcd requests (lease grant, keepalive) and of the
- * public calls (acquire = grant + Txn, fenced commit = one Txn, release = Txn
- * + revoke, renew = keepalive + read, read, check).  Prints a table; fails
+ * public calls (acquire = one Txn on a reused lease, fenced commit = one Txn,
+ * release = one Txn, renew = keepalive + read, read, check).  Prints a table; fails
  * only if a call fails (timings on a shared machine are reported, not
  * judged).  Not a benchmark suite: issue 15's benchmarks build on it.
  */
@@ -91,12 +91,12 @@ static void test_latency(void **state)
         assert_int_equal(fl_release(r, &l), 0);
         t[7][i] = th_now_ns() - t0;
     }
-    report("fl_acquire (grant + Txn)", t[2], N);
+    report("fl_acquire (one Txn)", t[2], N);
     report("fl_commit (one Txn)", t[3], N);
     report("fl_renew (keepalive + read)", t[4], N);
     report("fl_check (one read)", t[5], N);
     report("fl_read (one read)", t[6], N);
-    report("fl_release (Txn + revoke)", t[7], N);
+    report("fl_release (one Txn)", t[7], N);
     fl_close(r);
     ec_stop_all(&c);
 }
