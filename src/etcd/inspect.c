@@ -73,6 +73,21 @@ static int fl__by_key(const void *a, const void *b)
                   ((const struct fl__etcd_snap_lock *)b)->key);
 }
 
+/* The length of KEY in the key PREFIX/lock/KEY NUL ID of kv (skip: the
+ * length of PREFIX/lock/), 0 when it is no key fencelock writes; *nul
+ * whether the ID part is there (a key of the layout before 0.2 has none). */
+static size_t fl__entry_key_name(const struct fl__etcd_kv *kv, size_t skip, bool *nul)
+{
+    *nul = false;
+    if (kv->key_len <= skip)
+        return 0;
+    const unsigned char *name = kv->key + skip;
+    const unsigned char *end = memchr(name, '\0', kv->key_len - skip);
+    size_t len = end ? (size_t)(end - name) : kv->key_len - skip;
+    *nul = end != NULL;
+    return len <= FL_KEY_MAX ? len : 0;
+}
+
 /* By key, and of one key the copy that came from its marker first. */
 static int fl__by_key_marked_first(const void *a, const void *b)
 {
@@ -132,15 +147,12 @@ int fl__etcd_region_info(struct fl__etcd *e, fl_region_info *info)
      * those), once each: sorted, a marker's copy first, duplicates dropped. */
     size_t skip = e->c.uri.prefix_len + 6; /* PREFIX/lock/ */
     for (uint32_t i = 0; !err && i < nl; i++) {
-        const unsigned char *name = locks[i].key + skip;
-        const unsigned char *nul = locks[i].key_len > skip
-                                       ? memchr(name, '\0', locks[i].key_len - skip)
-                                       : NULL;
-        size_t len = nul ? (size_t)(nul - name) : locks[i].key_len - skip;
-        if (locks[i].key_len <= skip || len == 0 || len > FL_KEY_MAX)
+        bool nul;
+        size_t len = fl__entry_key_name(&locks[i], skip, &nul);
+        if (!len)
             continue;
         struct fl__etcd_snap_lock *l = &s->locks[s->nlocks++];
-        memcpy(l->key, name, len);
+        memcpy(l->key, locks[i].key + skip, len);
         l->valid = true;
     }
     if (!err) {
@@ -153,15 +165,12 @@ int fl__etcd_region_info(struct fl__etcd *e, fl_region_info *info)
     }
     /* PREFIX/lock/KEY NUL ID: each entry to its key's counts. */
     for (uint32_t i = 0; !err && i < nl; i++) {
-        const unsigned char *name = locks[i].key + skip;
-        const unsigned char *nul = locks[i].key_len > skip
-                                       ? memchr(name, '\0', locks[i].key_len - skip)
-                                       : NULL;
-        size_t len = nul ? (size_t)(nul - name) : locks[i].key_len - skip;
-        if (locks[i].key_len <= skip || len == 0 || len > FL_KEY_MAX)
+        bool nul;
+        size_t len = fl__entry_key_name(&locks[i], skip, &nul);
+        if (!len)
             continue;
         struct fl__etcd_snap_lock probe = {0}, *l;
-        memcpy(probe.key, name, len);
+        memcpy(probe.key, locks[i].key + skip, len);
         l = bsearch(&probe, s->locks, s->nlocks, sizeof *s->locks, fl__by_key);
         if (!l)
             continue; /* cannot be: every entry's key was added above */

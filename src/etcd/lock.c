@@ -101,6 +101,10 @@
 
 static uint64_t fl__rev(uint64_t token) { return token & (FL__ETCD_REV_LIMIT - 1); }
 
+/* KEY of k, for "%.*s" in messages: after PREFIX/last/ in k->last. */
+#define FL__KEY_OF(e, k)                                                                      \
+    (int)((k)->last_len - ((e)->c.uri.prefix_len + 6)), (k)->last + (e)->c.uri.prefix_len + 6
+
 static uint32_t fl__flags_of(char state)
 {
     return state == 'D' ? FL_LEASE_OWNER_DIED : 0; /* 'R': released normally */
@@ -353,8 +357,7 @@ static int fl__refused(struct fl__etcd *e, struct fl__etcd_reply *rp, const json
                             ", and the prefix's epoch is %" PRIu64 " now: the epoch was set "
                             "back; no token is handed out until `fencelock etcd-epoch --region "
                             "URI --bump` (it sets an epoch above every token the prefix holds)",
-                            rp->endpoint, (int)(k->last_len - (e->c.uri.prefix_len + 6)),
-                            k->last + e->c.uri.prefix_len + 6, newest, mark_epoch, epoch);
+                            rp->endpoint, FL__KEY_OF(e, k), newest, mark_epoch, epoch);
     }
     if (try_only) {
         /* The holder: the first live entry of the two oldest. */
@@ -376,8 +379,7 @@ static int fl__refused(struct fl__etcd *e, struct fl__etcd_reply *rp, const json
         if (err)
             return err;
         return fl__fail(-EBUSY, "etcd: key \"%.*s\" is held (token %" PRIu64 ")",
-                        (int)(k->last_len - (e->c.uri.prefix_len + 6)),
-                        k->last + e->c.uri.prefix_len + 6, p->holder);
+                        FL__KEY_OF(e, k), p->holder);
     }
     /* Nothing in the way now: the marker appeared between the two requests
      * (another client queued KEY's first entry): again. */
@@ -565,8 +567,7 @@ int fl__etcd_enqueue(struct fl__etcd *e, const struct fl__etcd_keys *k, const ch
             if (!err && !ok && p->holder && !p->ambiguous) {
                 fl__etcd_reply_free(&rp);
                 return fl__fail(-EBUSY, "etcd: key \"%.*s\" is held (token %" PRIu64 ")",
-                                (int)(k->last_len - (e->c.uri.prefix_len + 6)),
-                                k->last + e->c.uri.prefix_len + 6, p->holder);
+                                FL__KEY_OF(e, k), p->holder);
             }
         }
         if (!err && !ok && phase == 1) {
@@ -602,8 +603,7 @@ int fl__etcd_enqueue(struct fl__etcd *e, const struct fl__etcd_keys *k, const ch
         if (err == 3)
             return fl__fail(-EAGAIN, "etcd: the queue of \"%.*s\" kept changing under the "
                                      "acquire Txn",
-                            (int)(k->last_len - (e->c.uri.prefix_len + 6)),
-                            k->last + e->c.uri.prefix_len + 6);
+                            FL__KEY_OF(e, k));
         if (err || ok || phase == 1)
             return err;
     }
@@ -661,6 +661,22 @@ static int fl__lease_args(struct fl__etcd *e, const struct fl__etcd_lease *l, co
                                  " (released, or taken over)",
                         key, l->token);
     return 0;
+}
+
+static int fl__settle_move(struct fl__etcd *e, uint32_t slot, const struct fl__etcd_keys *k,
+                           struct fl__etcd_key *h);
+
+/* The holding of lease l (fl__lease_args), its key's etcd keys, and a renew's
+ * move of unknown outcome settled (RENEW). */
+static int fl__holding(struct fl__etcd *e, const struct fl__etcd_lease *l, const char *fn,
+                       char key[FL_KEY_MAX + 1], struct fl__etcd_key *h,
+                       struct fl__etcd_keys *k)
+{
+    int err = fl__lease_args(e, l, fn, key, h);
+    if (err)
+        return err;
+    fl__etcd_keys_of(e, key, strlen(key), k);
+    return fl__settle_move(e, l->slot, k, h);
 }
 
 /* Our entry of holding h at k: the lease it is on (0: none, or gone) and
@@ -763,20 +779,17 @@ int fl__etcd_check(struct fl__etcd *e, const struct fl__etcd_lease *l)
 {
     char key[FL_KEY_MAX + 1];
     struct fl__etcd_key h;
-    int err = fl__lease_args(e, l, "fl_check", key, &h);
+    struct fl__etcd_keys k;
+    int err = fl__holding(e, l, "fl_check", key, &h, &k);
     if (err)
         return err;
     if (fl__etcd_now_ns() >= l->deadline_ns)
         return fl__fail(-ESTALE, "etcd: the lease of \"%s\" (token %" PRIu64 ") is past its "
                                  "deadline",
                         key, l->token);
-    struct fl__etcd_keys k;
-    fl__etcd_keys_of(e, key, strlen(key), &k);
-    err = fl__settle_move(e, l->slot, &k, &h);
     bool live = false;
     uint64_t on = 0;
-    if (!err)
-        err = fl__entry_now(e, &k, &h, &live, &on);
+    err = fl__entry_now(e, &k, &h, &live, &on);
     if (err)
         return err;
     return live && (on == h.held_lease || (h.moving_lease && on == h.moving_lease))
@@ -867,8 +880,7 @@ again:;
     }
     err = fl__fail(-ESTALE, "etcd: \"%.*s\" is no longer held by token %" PRIu64
                             " (taken over, or released before)",
-                   (int)(k->last_len - (e->c.uri.prefix_len + 6)),
-                   k->last + e->c.uri.prefix_len + 6, h->held_token);
+                   FL__KEY_OF(e, k), h->held_token);
 out:
     fl__etcd_reply_free(&rp);
     return err;
@@ -878,12 +890,8 @@ int fl__etcd_release(struct fl__etcd *e, const struct fl__etcd_lease *l)
 {
     char key[FL_KEY_MAX + 1];
     struct fl__etcd_key h;
-    int err = fl__lease_args(e, l, "fl_release", key, &h);
-    if (err)
-        return err;
     struct fl__etcd_keys k;
-    fl__etcd_keys_of(e, key, strlen(key), &k);
-    err = fl__settle_move(e, l->slot, &k, &h);
+    int err = fl__holding(e, l, "fl_release", key, &h, &k);
     if (err)
         return err;
     err = fl__release_as(e, &k, &h, h.held_lease, 'R', h.release_unsure);
@@ -938,18 +946,13 @@ int fl__etcd_renew(struct fl__etcd *e, struct fl__etcd_lease *l, uint64_t lease_
 {
     char key[FL_KEY_MAX + 1];
     struct fl__etcd_key h;
+    struct fl__etcd_keys k;
     if (lease_ns == 0)
         return fl__fail(-EINVAL, "fl_renew: lease_ns is 0");
-    int err = fl__lease_args(e, l, "fl_renew", key, &h);
-    if (err)
-        return err;
     uint64_t want;
-    err = fl__etcd_ttl(e, lease_ns, &want);
-    if (err)
-        return err;
-    struct fl__etcd_keys k;
-    fl__etcd_keys_of(e, key, strlen(key), &k);
-    err = fl__settle_move(e, l->slot, &k, &h);
+    int err = fl__etcd_ttl(e, lease_ns, &want);
+    if (!err)
+        err = fl__holding(e, l, "fl_renew", key, &h, &k);
     if (err)
         return err;
     bool live = false;
