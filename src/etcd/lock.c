@@ -231,7 +231,7 @@ static int fl__around(struct fl__etcd *e, struct fl__etcd_reply *rp, const json_
     int err = fl__etcd_txn_resp(rp, txn, i, "response_range", &mine);
     if (!err)
         err = fl__etcd_txn_resp(rp, txn, i + 1, "response_range", &before);
-    struct fl__etcd_entry me, b[2];
+    struct fl__etcd_entry me = {.state = 0}, b[2]; /* entry_first and fl__before fill them */
     int found = err ? err : fl__etcd_entry_first(rp, k, mine, &me);
     if (found < 0)
         return found;
@@ -296,6 +296,29 @@ static json_t *fl__diag_ops(const struct fl__etcd_keys *k, const char *m, size_t
         fl__etcd_op_range_sorted(k->q0, k->q_len, k->q1, k->q_len, false, 2, 0), FL__ETCD_END);
 }
 
+/* The holder's token from the two oldest entries (a range, oldest first):
+ * the first live one's (0: none). */
+static int fl__front_holder(const struct fl__etcd_reply *rp, const struct fl__etcd_keys *k,
+                            const json_t *range, uint64_t *holder)
+{
+    *holder = 0;
+    json_t *kvs = NULL;
+    int err = fl__etcd_arr(rp, range, "kvs", &kvs);
+    size_t n = kvs ? json_array_size(kvs) : 0;
+    for (size_t i = 0; !err && i < n && i < 2 && !*holder; i++) {
+        struct fl__etcd_kv kv;
+        struct fl__etcd_entry en = {.state = 0}; /* entry_parse fills it whole */
+        err = fl__etcd_kv_parse(rp, json_array_get(kvs, i), FL__ETCD_ENTRY_VALUE_MAX, &kv);
+        if (!err) {
+            err = fl__etcd_entry_parse(rp, k, &kv, &en);
+            fl__etcd_kv_free(&kv);
+        }
+        if (!err && en.state == 'W')
+            *holder = en.token;
+    }
+    return err;
+}
+
 /* A refused enqueue (nothing done): why, from the diagnosis at txn.  2
  * when our entry exists (p->c): an earlier attempt of this call made it; 3
  * when nothing is in the way now (a race with another first entry). */
@@ -312,7 +335,7 @@ static int fl__refused(struct fl__etcd *e, struct fl__etcd_reply *rp, const json
         return err;
     /* Our entry first: an attempt of this call whose answer was lost made
      * it, whatever moved since (the epoch included). */
-    struct fl__etcd_entry me;
+    struct fl__etcd_entry me = {.state = 0}; /* entry_first fills it whole */
     int found = fl__etcd_entry_first(rp, k, r[0], &me);
     if (found < 0)
         return found;
@@ -360,53 +383,16 @@ static int fl__refused(struct fl__etcd *e, struct fl__etcd_reply *rp, const json
                             rp->endpoint, FL__KEY_OF(e, k), newest, mark_epoch, epoch);
     }
     if (try_only) {
-        /* The holder: the first live entry of the two oldest. */
-        struct fl__etcd_entry o[2];
-        size_t no = 0;
-        json_t *kvs = NULL;
-        err = fl__etcd_arr(rp, r[3], "kvs", &kvs);
-        no = kvs ? json_array_size(kvs) : 0;
-        for (size_t i = 0; !err && i < no && i < 2; i++) {
-            struct fl__etcd_kv okv;
-            err = fl__etcd_kv_parse(rp, json_array_get(kvs, i), FL__ETCD_ENTRY_VALUE_MAX, &okv);
-            if (!err) {
-                err = fl__etcd_entry_parse(rp, k, &okv, &o[i]);
-                fl__etcd_kv_free(&okv);
-            }
-            if (!err && o[i].state == 'W' && !p->holder)
-                p->holder = o[i].token;
-        }
+        err = fl__front_holder(rp, k, r[3], &p->holder);
         if (err)
             return err;
-        return fl__fail(-EBUSY, "etcd: key \"%.*s\" is held (token %" PRIu64 ")",
-                        FL__KEY_OF(e, k), p->holder);
+        if (p->holder)
+            return fl__fail(-EBUSY, "etcd: key \"%.*s\" is held (token %" PRIu64 ")",
+                            FL__KEY_OF(e, k), p->holder);
     }
     /* Nothing in the way now: the marker appeared between the two requests
      * (another client queued KEY's first entry): again. */
     return 3;
-}
-
-/* The holder's token from the two oldest entries (a range, oldest first):
- * the first live one's (0: none). */
-static int fl__front_holder(const struct fl__etcd_reply *rp, const struct fl__etcd_keys *k,
-                            const json_t *range, uint64_t *holder)
-{
-    *holder = 0;
-    json_t *kvs = NULL;
-    int err = fl__etcd_arr(rp, range, "kvs", &kvs);
-    size_t n = kvs ? json_array_size(kvs) : 0;
-    for (size_t i = 0; !err && i < n && i < 2 && !*holder; i++) {
-        struct fl__etcd_kv kv;
-        struct fl__etcd_entry en;
-        err = fl__etcd_kv_parse(rp, json_array_get(kvs, i), FL__ETCD_ENTRY_VALUE_MAX, &kv);
-        if (!err) {
-            err = fl__etcd_entry_parse(rp, k, &kv, &en);
-            fl__etcd_kv_free(&kv);
-        }
-        if (!err && en.state == 'W')
-            *holder = en.token;
-    }
-    return err;
 }
 
 /* The words of one acquire Txn. */
@@ -695,7 +681,7 @@ static int fl__entry_now(struct fl__etcd *e, const struct fl__etcd_keys *k,
     struct fl__etcd_kv kv = {0}; /* clang-analyzer cannot see that err is never above 0 */
     int found = err ? err : fl__etcd_range_first(&rp, rp.body, FL__ETCD_ENTRY_VALUE_MAX, &kv);
     if (found == 1) {
-        struct fl__etcd_entry en;
+        struct fl__etcd_entry en = {.state = 0}; /* entry_first fills it whole */
         err = fl__etcd_entry_parse(&rp, k, &kv, &en);
         if (!err && en.state == 'W' && en.c == fl__rev(h->held_token)) {
             *live = true;
@@ -729,7 +715,7 @@ static int fl__move(struct fl__etcd *e, const struct fl__etcd_keys *k,
     if (!err && !ok) {
         /* A repetition after a lost answer finds the entry on `to`. */
         json_t *range = NULL;
-        struct fl__etcd_entry en;
+        struct fl__etcd_entry en = {.state = 0}; /* entry_first fills it whole */
         err = fl__etcd_txn_resp(&rp, rp.body, 0, "response_range", &range);
         int found = err ? err : fl__etcd_entry_first(&rp, k, range, &en);
         if (found == 1)
