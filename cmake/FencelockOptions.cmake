@@ -65,8 +65,7 @@ function(fl_own_target)
   endforeach()
 endfunction()
 # fl_internal_target(target...): for code that includes src/ (the library,
-# the supervisor, the tests of internals): src/ on the include path, and the
-# 16-byte compare-and-swap of src/shm/arch/pair.h (-mcx16 on x86-64).
+# the supervisor, the tests of internals): src/ on the include path.
 function(fl_internal_target)
   foreach(t ${ARGN})
     target_link_libraries(${t} PRIVATE $<BUILD_INTERFACE:fl_build> $<BUILD_INTERFACE:fl_internal>)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * backend.c - the etcd backend's ops table (backend.h) and its handle, a
- * struct fl__etcd (etcd.h) that starts with the base handle (core.h).  Each entry checks the
- * handle's process (-ECHILD after fork, as on shared memory), maps fl_lease
+ * struct fl__etcd (etcd.h) that starts with the base handle (core.h).  Each entry
+ * (api.c has checked the handle's process: -ECHILD after fork) maps fl_lease
  * to the lower layers' holding and back, and calls lock.c, record.c or
  * inspect.c.  The client (client.h) reports its failures through
  * fl__etcd_error(), defined here as fl_last_error()'s setter.

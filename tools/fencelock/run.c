@@ -46,19 +46,20 @@ static int check_registered(const struct run_options *o, fl_region *r)
     return -1;
 }
 
-/* COMMAND may change directory: a relative region (-r, or $FENCELOCK_REGION
- * without -r) is made absolute against our working directory before it is
- * opened, so that $FENCELOCK_REGION names the region opened wherever COMMAND
- * uses it.  Joined, not realpath(): the supervisor's socket is found beside
- * the name as given (NAME.sock), which resolving a symbolic link would move.
- * An etcd:// or etcds:// URI is no path and stays as it is.  -1 to go on
- * (o->region set when it changed), else the exit status. */
-static int absolute_region(struct run_options *o, char *buf, size_t cap)
+/* COMMAND may change directory: a relative region path (-r, or
+ * $FENCELOCK_REGION without -r) reaches it made absolute against our working
+ * directory, so that $FENCELOCK_REGION names the region opened wherever
+ * COMMAND uses it.  Joined, not realpath(): the supervisor's socket is found
+ * beside the name as given (NAME.sock), which resolving a symbolic link
+ * would move.  Only a region file's path: what the library opened decides
+ * (fl_region_backend), never the text, so a URI of any scheme stays as it
+ * is.  *env: what COMMAND gets.  -1 to go on, else the exit status. */
+static int absolute_region(fl_region *r, char *buf, size_t cap, const char **env)
 {
-    const char *given = o->region ? o->region : getenv(FL_REGION_ENV);
-    if (!given || !given[0] || given[0] == '/' || strncmp(given, "etcd://", 7) == 0 ||
-        strncmp(given, "etcds://", 8) == 0)
-        return -1; /* unset or empty: the default path, which is absolute */
+    const char *given = fl_region_path(r);
+    *env = given;
+    if (strcmp(fl_region_backend(r), "shm") != 0 || given[0] == '/')
+        return -1;
     while (given[0] == '.' && given[1] == '/') {
         given += 2; /* "./region" is "DIR/region", not "DIR/./region" */
         while (given[0] == '/')
@@ -75,7 +76,7 @@ static int absolute_region(struct run_options *o, char *buf, size_t cap)
         fl__say("region path too long: %s/%s", cwd, given);
         return CLI_EXIT_REGION;
     }
-    o->region = buf;
+    *env = buf;
     return -1;
 }
 
@@ -130,10 +131,12 @@ int run_main(int argc, char **argv)
     sigemptyset(&ign.sa_mask);
     sigaction(SIGPIPE, &ign, &rn.old_pipe);
     char region[PATH_MAX];
-    if ((rc = absolute_region(&o, region, sizeof region)) >= 0)
-        return rc;
     if ((rc = open_region(&o, &rn.r)) >= 0)
         return rc;
+    if ((rc = absolute_region(rn.r, region, sizeof region, &rn.region_env)) >= 0) {
+        fl_close(rn.r);
+        return rc;
+    }
     if ((rc = acquire(&rn)) >= 0) {
         fl_close(rn.r);
         return rc;

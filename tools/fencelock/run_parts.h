@@ -35,6 +35,7 @@ int run_parse_args(int argc, char **argv, struct run_options *o);
 struct runner {
     const struct run_options *o;
     fl_region *r;
+    const char *region_env; /* $FENCELOCK_REGION for COMMAND: the region, absolute */
     fl_lease lease;
     fl_keepalive *k;
     sigset_t old_mask; /* to restore in the child */

@@ -59,7 +59,7 @@ static void exec_command(struct runner *rn, int go_fd, pid_t parent)
     snprintf(token, sizeof token, "%" PRIu64, rn->lease.token);
     if (setenv("FENCELOCK_KEY", rn->o->key, 1) != 0 ||
         setenv("FENCELOCK_TOKEN", token, 1) != 0 ||
-        setenv(FL_REGION_ENV, fl_region_path(rn->r), 1) != 0) {
+        setenv(FL_REGION_ENV, rn->region_env, 1) != 0) {
         fl__say("cannot set the environment of %s: %s", rn->o->command[0], strerror(errno));
         _exit(RUN_EXIT_FAILED);
     }

@@ -5,8 +5,8 @@
  *
  * We emit the instruction ourselves: GCC's 16-byte __atomic calls go to
  * libatomic, whose fallback is a per-process lock, useless between
- * processes.  Built with -mcx16 (CMakeLists.txt); every x86-64 CPU that
- * runs a current Linux has it.
+ * processes.  Inline assembly needs no -mcx16; every x86-64 CPU that runs
+ * a current Linux has the instruction.
  *
  * Ordering: a locked instruction is a full barrier on both outcomes
  * (seq_cst); on failure it still writes the old value back, which is why
