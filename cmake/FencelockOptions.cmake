@@ -1,15 +1,19 @@
 # SPDX-License-Identifier: MIT
 # Build options, and what each part of the build needs.
 #
-# The library and the two programs need only a C11 compiler, pkg-config and
-# liburcu (liburcu-memb).  The rest is optional:
+# The library needs only a C11 compiler, pkg-config and liburcu
+# (liburcu-memb); the two programs libsmartcols too.  The rest is optional:
+#   FL_BUILD_PROGRAMS  fencelockd and the fencelock tool, their manual pages,
+#                      systemd units and bash completion (libsmartcols)
 #   FL_BUILD_EXAMPLES  examples/ (SQLite; PostgreSQL's libpq when present)
 #   FL_BUILD_TESTS     tests/ (cmocka; drives the examples, so needs them too)
 #   FL_BUILD_BENCH     bench/ (SQLite when present, for one baseline)
 #   FL_ETCD            the etcd backend, src/etcd/ (libcurl and jansson):
 #                      FL_HAVE_ETCD says whether it is built
 # They default ON in a source checkout and OFF when fencelock is a
-# subproject (add_subdirectory, FetchContent).  An option that is ON but
+# subproject (add_subdirectory, FetchContent): a project that embeds it gets
+# the library (fencelock::fencelock), and installs it only if it asks
+# (FL_INSTALL, as fmt's FMT_INSTALL).  An option that is ON but
 # whose dependencies are missing is turned off with one STATUS line saying
 # why; the configure step still succeeds.
 #
@@ -30,12 +34,13 @@ if(DEFINED BUILD_TESTING AND NOT BUILD_TESTING)
   set(FL_TESTS_DEFAULT OFF)
 endif()
 
-option(FL_BUILD_TESTS "Build the test suite (needs cmocka and the examples)" ${FL_TESTS_DEFAULT})
+option(FL_BUILD_PROGRAMS "Build fencelockd and the fencelock tool (needs libsmartcols)" ${FL_TOP_LEVEL})
+option(FL_BUILD_TESTS "Build the test suite (needs cmocka, the examples and the programs)" ${FL_TESTS_DEFAULT})
 option(FL_BUILD_EXAMPLES "Build the examples (needs SQLite; libpq optional)" ${FL_TOP_LEVEL})
 option(FL_BUILD_BENCH "Build the benchmarks" ${FL_TOP_LEVEL})
 option(FL_ETCD "Build the etcd backend (needs libcurl and jansson)" ON)
 option(FL_WERROR "Treat compiler warnings as errors (the project's own test and CI builds)" OFF)
-option(FL_INSTALL "Generate the install rules (the library, programs, CMake package, .pc)" ON)
+option(FL_INSTALL "Generate the install rules (the library, programs, CMake package, .pc)" ${FL_TOP_LEVEL})
 option(FL_ASAN "Build with AddressSanitizer" OFF)
 option(FL_UBSAN "Build with UndefinedBehaviorSanitizer" OFF)
 option(FL_TSAN "Build with ThreadSanitizer (in-process threaded paths only)" OFF)

@@ -17,7 +17,7 @@ set(FL_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/fencelock)
 # $ORIGIN-relative RUNPATH from bin/ to lib/ (also right for an absolute
 # CMAKE_INSTALL_LIBDIR).  None when the library is in a system directory
 # (top CMakeLists.txt, FL_LIBDIR_IS_SYSTEM): the loader finds it there.
-if(NOT FL_LIBDIR_IS_SYSTEM)
+if(NOT FL_LIBDIR_IS_SYSTEM AND FL_BUILD_PROGRAMS)
   file(RELATIVE_PATH FL_BIN_TO_LIB
     ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
   set_target_properties(fencelock_tool PROPERTIES INSTALL_RPATH "$ORIGIN/${FL_BIN_TO_LIB}")
@@ -29,8 +29,10 @@ install(TARGETS fencelock fencelock_static EXPORT fencelock-targets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   PUBLIC_HEADER DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(TARGETS fencelockd fencelock_tool
-  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(FL_BUILD_PROGRAMS)
+  install(TARGETS fencelockd fencelock_tool
+    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
 
 install(EXPORT fencelock-targets
   NAMESPACE fencelock::

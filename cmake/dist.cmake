@@ -33,12 +33,18 @@ set(FL_SYSTEMD_USER_UNIT_DIR "${fl_user_unit_dir}" CACHE STRING
 set(FL_BASH_COMPLETION_DIR "${CMAKE_INSTALL_DATADIR}/bash-completion/completions" CACHE STRING
   "Where the bash completion of fencelock goes (relative to the prefix, or absolute)")
 
-if(FL_INSTALL_SYSTEMD)
-  add_subdirectory(${PROJECT_SOURCE_DIR}/systemd ${PROJECT_BINARY_DIR}/systemd)
+# Installed with the rest (FL_INSTALL); the units and the completion are the
+# programs' (FL_BUILD_PROGRAMS).
+if(FL_INSTALL)
+  if(FL_INSTALL_SYSTEMD AND FL_BUILD_PROGRAMS)
+    add_subdirectory(${PROJECT_SOURCE_DIR}/systemd ${PROJECT_BINARY_DIR}/systemd)
+  endif()
+  add_subdirectory(${PROJECT_SOURCE_DIR}/docs/man ${PROJECT_BINARY_DIR}/docs/man)
+  if(FL_BUILD_PROGRAMS)
+    install(FILES ${PROJECT_SOURCE_DIR}/completions/fencelock.bash
+      DESTINATION ${FL_BASH_COMPLETION_DIR} RENAME fencelock)
+  endif()
 endif()
-add_subdirectory(${PROJECT_SOURCE_DIR}/docs/man ${PROJECT_BINARY_DIR}/docs/man)
-install(FILES ${PROJECT_SOURCE_DIR}/completions/fencelock.bash
-  DESTINATION ${FL_BASH_COMPLETION_DIR} RENAME fencelock)
 if(FL_BUILD_TESTS)
   add_subdirectory(${PROJECT_SOURCE_DIR}/tests/dist ${PROJECT_BINARY_DIR}/tests/dist)
 endif()
