@@ -3,7 +3,7 @@
  * backend.c - the etcd backend's ops table (backend.h) and its handle, a
  * struct fl__etcd (etcd.h) that starts with the base handle (core.h).  Each entry
  * (api.c has checked the handle's process: -ECHILD after fork) maps fl_lease
- * to the lower layers' holding and back, and calls lock.c, record.c or
+ * to the lower layers' holding and back, and calls wait.c, lock.c, record.c or
  * inspect.c.  The client (client.h) reports its failures through
  * fl__etcd_error(), defined here as fl_last_error()'s setter.
  */

@@ -6,7 +6,7 @@
  * as on shared memory): create_revision is the revision of the Txn that
  * created the acquisition's queue entry, greater than every earlier
  * creation's because etcd's revision only grows; the epoch is the decimal
- * value of PREFIX/epoch, which every acquire Txn compares (lock.c), so a
+ * value of PREFIX/epoch, which every acquire Txn compares (queue.c), so a
  * token is never made under an epoch the cluster no longer holds.  A revision of
  * 2^40 or more cannot be encoded: acquisition fails with -EOVERFLOW.
  *

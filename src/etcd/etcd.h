@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * etcd.h - the etcd backend's own state and its layers (keys.c, lease.c,
- * lock.c, wait.c, record.c, inspect.c, backend.c), above the client
- * (client.h).  Not installed.
+ * queue.c, lock.c, wait.c, pool.c, entry.c, record.c, inspect.c, backend.c),
+ * above the client (client.h).  Not installed.
  *
  * LAYOUT.  Under the region URI's PREFIX, four kinds of keys:
  *
@@ -24,7 +24,7 @@
  *                        and it stays until the next holder's release
  *                        deletes it: the entry behind it learns from that one
  *                        write, on its watch, that it holds KEY now and how
- *                        the holding before ended (lock.c, QUEUE).
+ *                        the holding before ended (queue.c, QUEUE).
  *   PREFIX/last/KEY      "q%07E": rewritten by every acquire Txn with its
  *                        epoch, so its mod_revision is the c of KEY's newest
  *                        entry: E << 40 | mod_revision is the newest token KEY
@@ -160,6 +160,13 @@ struct fl__etcd {
 };
 _Static_assert(offsetof(struct fl__etcd, h) == 0, "an fl_region * of this backend is a struct fl__etcd *");
 
+/* The revision of a token: its queue entry's create_revision. */
+static inline uint64_t fl__etcd_rev(uint64_t token) { return token & (FL__ETCD_REV_LIMIT - 1); }
+/* KEY of k (struct fl__etcd_keys *), for "%.*s" in messages: after
+ * PREFIX/last/ in k->last. */
+#define FL__KEY_OF(e, k)                                                                      \
+    (int)((k)->last_len - ((e)->c.uri.prefix_len + 6)), (k)->last + (e)->c.uri.prefix_len + 6
+
 /* A holding, as the lower layers see it (backend.c maps it to fl_lease). */
 struct fl__etcd_lease {
     uint64_t token;
@@ -284,7 +291,7 @@ void fl__etcd_pool_forget(struct fl__etcd *e);
 int fl__etcd_acquire(struct fl__etcd *e, const char *key, uint64_t lease_ns, int64_t timeout_ns,
                      fl_cancel *cancel, struct fl__etcd_lease *out);
 
-/* lock.c: the Txns of the queue. */
+/* queue.c: the Txns of the queue; lock.c: a holding's. */
 /* What an enqueue (or a look at the queue) found for our entry. */
 struct fl__etcd_place {
     uint64_t c;            /* our entry's create_revision (0: not queued) */

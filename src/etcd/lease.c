@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lease.c - the etcd leases that queue entries live on, as lock.c, wait.c
+ * lease.c - the etcd leases that queue entries live on, as queue.c, lock.c, wait.c
  * and pool.c use them: the TTL a lease length asks for (whole seconds,
  * raised to etcd's minimum once a grant showed it), and a grant or a
  * keepalive with the time until which etcd keeps the lease at least.  The

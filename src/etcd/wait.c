@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * wait.c - fl_acquire on etcd: its arguments, the lease its entry lives on,
- * and the waiting in the key's queue (lock.c, QUEUE).
+ * and the waiting in the key's queue (queue.c, QUEUE).
  *
  * WAITING.  The acquire Txn puts our entry at the back of the key's queue
  * and tells us the entry before ours.  We watch that one entry, from the
@@ -13,7 +13,7 @@
  *     hold the key now, FL_LEASE_EXPIRED (no request);
  *   - it is deleted, and we did not know that (a waiter ahead of us gave up,
  *     or its lease ended after it came to hold the key unseen): one read
- *     of the queue around our entry says where we are (lock.c, fl__etcd_look);
+ *     of the queue around our entry says where we are (queue.c, fl__etcd_look);
  *   - the watch broke or its history was compacted, or nothing came for
  *     FL__ETCD_SLICE_MS (a member stopped under the watch): the same read.
  * Our entry lives on our lease L: we renew L when a third of its TTL has
