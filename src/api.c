@@ -251,7 +251,12 @@ int fl_read(fl_region *r, const char *record, void *buf, size_t cap, size_t *len
     if (!r)
         return fl__fail(-EINVAL, "fl_read: NULL argument");
     int err = fl__handle_check(r, "fl_read");
-    return err ? err : r->be->read(r, record, buf, cap, len, fence);
+    if (err)
+        return err;
+    if (!len || !fence || (!buf && cap > 0))
+        return fl__fail(-EINVAL, "fl_read: NULL argument");
+    int rlen = fl__key_check(record); /* every backend's names are keys' */
+    return rlen < 0 ? rlen : r->be->read(r, record, buf, cap, len, fence);
 }
 
 /* The fenced pointer is 8 bytes little-endian on every backend, so a value

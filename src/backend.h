@@ -17,8 +17,8 @@
  * Every operation keeps the public function's contract (include/fencelock.h).
  * api.c has checked what every backend would: the handle for NULL, a lease
  * argument for NULL and for coming from this handle (fl_lease.region), a key
- * handle for coming from this handle (fl_key.handle), and the NULL `cancel`
- * of the cancelable calls.  Each backend checks the rest itself (its errors
+ * handle for coming from this handle (fl_key.handle), the NULL `cancel`
+ * of the cancelable calls, and fl_read's arguments and record name.  Each backend checks the rest itself (its errors
  * are the public function's), and reports failures through fl__fail() so
  * fl_last_error() says what happened.
  */

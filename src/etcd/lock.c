@@ -9,9 +9,9 @@
  *   compare  our entry create_revision == c, lease == L      (live, ours)
  *   success  put our entry "R E T" (no lease); delete the released entry
  *            before ours
- *   failure  range our entry
  *
- * and, only when our entry is gone (its lease ended), a second one:
+ * and, only when it is refused (our entry is gone: its lease ended; or a
+ * lost attempt of ours released it), a second one:
  *
  *   compare  our entry absent, last mod_revision == c       (nobody queued since)
  *   success  the same puts (released normally, as on shared memory: no
@@ -224,19 +224,30 @@ static int fl__release_as(struct fl__etcd *e, const struct fl__etcd_keys *k,
     int dvn = fl__etcd_done_value(state, h->held_token, dv, sizeof dv);
     uint64_t c = fl__etcd_rev(h->held_token);
     /* The usual case alone in the request (etcd reads every byte of a Txn,
-     * the branches it does not run too); the expiry case only when it
-     * failed (RELEASE). */
+     * the branches it does not run too); when it is refused, the expiry
+     * case and a read of our entry in a second one (RELEASE). */
     json_t *req = fl__etcd_txn(
         fl__etcd_list(fl__etcd_cmp_rev(m, mlen, "CREATE", "EQUAL", c),
                       fl__etcd_cmp_lease(m, mlen, "EQUAL", lease), FL__ETCD_END),
-        fl__done_ops(m, mlen, dv, (size_t)dvn, pk, plen),
-        fl__etcd_list(fl__etcd_op_range(m, mlen), FL__ETCD_END));
-    bool expiry_tried = false;
+        fl__done_ops(m, mlen, dv, (size_t)dvn, pk, plen), NULL);
     struct fl__etcd_reply rp;
-    bool ok = false, unsure = retry;
-again:;
+    bool ok = false;
     int err = fl__etcd_request(&e->c, "/v3/kv/txn", "release txn", req,
                                FL__ETCD_REPEATABLE | FL__ETCD_KV, &rp, &ok);
+    bool unsure = retry || rp.ambiguous;
+    fl__etcd_reply_free(&rp);
+    if (err || ok)
+        return err;
+    /* Refused: our entry is not live on our lease.  Gone (its lease
+     * ended): released normally if nobody queued since (the marker still
+     * names our entry), as no other holder can have overlapped. */
+    req = fl__etcd_txn(
+        fl__etcd_list(fl__etcd_cmp_rev(m, mlen, "CREATE", "EQUAL", 0),
+                      fl__etcd_cmp_rev(k->last, k->last_len, "MOD", "EQUAL", c), FL__ETCD_END),
+        fl__done_ops(m, mlen, dv, (size_t)dvn, pk, plen),
+        fl__etcd_list(fl__etcd_op_range(m, mlen), FL__ETCD_END));
+    err = fl__etcd_request(&e->c, "/v3/kv/txn", "release txn", req,
+                           FL__ETCD_REPEATABLE | FL__ETCD_KV, &rp, &ok);
     unsure = unsure || rp.ambiguous;
     json_t *range = NULL;
     if (err || ok)
@@ -244,13 +255,12 @@ again:;
     err = fl__etcd_txn_resp(&rp, rp.body, 0, "response_range", &range);
     if (err)
         goto out;
-    /* Refused.  After an attempt whose answer was lost (in this call, or in
-     * an earlier fl_release of this holding), the entry is the lost
-     * attempt's work when it says this very release, or when it is no
-     * longer live on our lease although the answer came before that
-     * lease's earliest end: etcd cannot have ended it, and nothing but our
-     * release rewrites it (the release of the holding after ours then
-     * deletes it). */
+    /* After an attempt whose answer was lost (in this call, or in an
+     * earlier fl_release of this holding), the entry is the lost attempt's
+     * work when it says this very release, or when it is no longer live on
+     * our lease although the answer came before that lease's earliest end:
+     * etcd cannot have ended it, and nothing but our release rewrites it
+     * (the release of the holding after ours then deletes it). */
     struct fl__etcd_kv kv;
     int found = fl__etcd_range_first(&rp, range, FL__ETCD_ENTRY_VALUE_MAX, &kv);
     bool said = found == 1 && kv.value_len == (size_t)dvn &&
@@ -259,28 +269,12 @@ again:;
     bool mine = unsure && found >= 0 && (said || (!live && fl__etcd_now_ns() < h->held_until));
     if (found == 1)
         fl__etcd_kv_free(&kv);
-    if (found < 0) {
+    if (found < 0)
         err = found;
-        goto out;
-    }
-    if (mine)
-        goto out;
-    if (found == 0 && !expiry_tried) {
-        /* Gone: its lease ended.  Released normally if nobody queued since
-         * (the marker still names our entry): no other holder can have
-         * overlapped. */
-        expiry_tried = true;
-        fl__etcd_reply_free(&rp);
-        req = fl__etcd_txn(
-            fl__etcd_list(fl__etcd_cmp_rev(m, mlen, "CREATE", "EQUAL", 0),
-                          fl__etcd_cmp_rev(k->last, k->last_len, "MOD", "EQUAL", c), FL__ETCD_END),
-            fl__done_ops(m, mlen, dv, (size_t)dvn, pk, plen),
-            fl__etcd_list(fl__etcd_op_range(m, mlen), FL__ETCD_END));
-        goto again;
-    }
-    err = fl__fail(-ESTALE, "etcd: \"%.*s\" is no longer held by token %" PRIu64
-                            " (taken over, or released before)",
-                   FL__KEY_OF(e, k), h->held_token);
+    else if (!mine)
+        err = fl__fail(-ESTALE, "etcd: \"%.*s\" is no longer held by token %" PRIu64
+                                " (taken over, or released before)",
+                       FL__KEY_OF(e, k), h->held_token);
 out:
     fl__etcd_reply_free(&rp);
     return err;

@@ -342,15 +342,11 @@ int fl__etcd_record_get(struct fl__etcd *e, const char *name, size_t name_len,
 int fl__etcd_read(struct fl__etcd *e, const char *record, void *buf, size_t cap, size_t *len,
                   uint64_t *fence)
 {
-    if (!len || !fence || (!buf && cap > 0))
-        return fl__fail(-EINVAL, "fl_read: NULL argument");
-    int rlen = fl__key_check(record);
-    if (rlen < 0)
-        return rlen;
+    size_t rlen = strlen(record); /* api.c checked the arguments and the name */
     struct fl__etcd_reply rp;
     struct fl__etcd_kv kv;
     struct fl__etcd_record got;
-    int err = fl__etcd_record_get(e, record, (size_t)rlen, "was never committed", &rp, &kv, &got);
+    int err = fl__etcd_record_get(e, record, rlen, "was never committed", &rp, &kv, &got);
     if (!err) {
         size_t n = kv.value_len - got.data_off;
         *len = n;
