@@ -8,10 +8,11 @@ the pair against etcd's lock service (lock + unlock) is the target in
 question.  This script takes the Txns that src/etcd/lock.c sends (since
 418b65a: a waiting acquisition's one level with an empty failure branch, a
 try's two, the release without its nested expiry branch) apart, one piece
-at a time, and times each variant against a Txn of one put and the lock
-service, interleaved in random order, on one kept-alive connection to a
-three-member loopback cluster it starts (private ports and data directory,
-stopped at the end).  Beside them: the shapes sent before 418b65a (at
+at a time (down to what an acquire without the marker and a release that
+deletes its entry instead of leaving "R E T" would cost), and times each
+variant against a Txn of one put and the lock service, interleaved in
+random order, on one kept-alive connection to a three-member loopback
+cluster it starts (private ports and data directory, stopped at the end).  Beside them: the shapes sent before 418b65a (at
 24ac220), a Txn of the shape of etcd's own lock (concurrency.Mutex: one
 compare, a put on a lease and the oldest key of the prefix; the other
 branch a get and the same range) and its unlock (a delete).  The keys and
@@ -197,6 +198,8 @@ def run(rounds, port):
         "A: the waiting acquire Txn as sent (one level)": lambda m: txn(base(m) + markok(), ops(m), []),
         "A1: A without the marker's prev_kv": lambda m: txn(base(m) + markok(), ops(m, prev=False), []),
         "A2: A without the marker's two compares": lambda m: txn(base(m), ops(m), []),
+        "G: A without the marker (its put and its two compares)":
+            lambda m: txn(base(m), ops(m, mark=False), []),
         "D: A without its sorted range":
             lambda m: txn(base(m) + markok(), ops(m, rnge=False), []),
         "E: D without the marker's put and compares":
@@ -212,20 +215,23 @@ def run(rounds, port):
 
     def release(m, c, pred, kind):
         done = [{"request_put": {"key": m, "value": b("R 0000001 %020d" % ((1 << 40) | c))}}]
-        if pred and kind != "S2":
+        if pred and kind not in ("S2", "S3"):
             done.append({"request_delete_range": {"key": pred, "prev_kv": False}})
+        if kind == "S3":  # no record left: our entry deleted
+            done = [{"request_delete_range": {"key": m, "prev_kv": False}}]
         cmp = [cmpc(m, c), {"key": m, "target": "LEASE", "result": "EQUAL", "lease": str(lease)}]
         fail = [{"request_range": {"key": m}}]
         if kind == "R0":  # 24ac220: the expiry case nested in the failure branch
             inner = txn([cmpc(m, 0), {"key": last, "target": "MOD", "result": "EQUAL",
                                       "mod_revision": str(c)}], done, fail)
             fail = [{"request_txn": inner}]
-        elif kind in ("S", "S2"):
+        elif kind in ("S", "S2", "S3"):
             fail = []
         return txn(cmp, done, fail)
 
     rel_names = {"R": "R: the release Txn as sent", "S": "S: R without its failure branch",
                  "S2": "S2: S without the delete of the released entry before",
+                 "S3": "S3: S2 deleting our entry instead of rewriting it",
                  "R0": "R0: the release Txn at 24ac220 (nested expiry branch)"}
     mutex = {"K: a Txn of concurrency.Mutex's lock shape": None,
              "U: a delete of its key (the lock service's unlock)": None}
@@ -276,8 +282,10 @@ def run(rounds, port):
             t3 = time.perf_counter()
             if not r.get("succeeded"):
                 raise RuntimeError(f"release {kind}: refused")
-            if kind == "S2":  # what the next release's delete would have removed
+            if kind in ("S2", "S3"):  # what this release's delete would have removed
                 post("/v3/kv/deleterange", {"key": pred})
+            if kind == "S3":  # the released entry the next acquisition finds
+                post("/v3/kv/put", {"key": m, "value": b("R 0000001 %020d" % ((1 << 40) | c))})
             pred = m
             times[name].append(t1 - t0)
             times[rel_names[kind]].append(t3 - t2)
