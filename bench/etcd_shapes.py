@@ -22,7 +22,17 @@ release rewrites its entry "R E T" and deletes the one before), so every
 variant sees one released entry.  The client is Python: its own cost is
 the same for every variant, so compare the differences.
 
+Every entry has a name of its own, and etcd keeps a deleted key in its
+index until the next compaction: a range over the queue (the acquire's
+range of the two newest entries, a try's compares of every entry) walks the
+entries of every acquisition since then.  So that the variants measure
+their shapes, not the history, the cluster is compacted after every round
+(untimed).  --history measures that walk instead: the waiting acquire as
+sent (A) against A without its range (D) and the try (T), in blocks of 250
+acquisitions with no compaction, then after one.
+
   bench/etcd_shapes.py [ROUNDS]      (default 200; needs etcd on PATH)
+  bench/etcd_shapes.py --history [BLOCKS]    (default 8)
 """
 import base64
 import http.client
@@ -87,11 +97,14 @@ class Conn:
 
 
 def main():
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    args = sys.argv[1:]
+    history = "--history" in args
+    args = [a for a in args if a != "--history"]
+    rounds = int(args[0]) if args else (8 if history else 200)
     tmp = tempfile.mkdtemp(prefix="flshapes.")
     procs, port = start_cluster(tmp)
     try:
-        run(rounds, port)
+        run(rounds, port, history)
     finally:
         for p in procs:
             p.kill()
@@ -99,7 +112,7 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run(rounds, port):
+def run(rounds, port, history):
     conn = None
     for _ in range(100):  # until a leader answers
         try:
@@ -261,6 +274,46 @@ def run(rounds, port):
     r0 = post("/v3/kv/txn", acquire["A: the waiting acquire Txn as sent (one level)"](m0))
     post("/v3/kv/txn", release(m0, int(r0["header"]["revision"]), None, "R"))
     pred, i, names = m0, 1, list(acquire)
+
+    def compact(rev):  # untimed; then a read, as the next request would find it
+        post("/v3/kv/compaction", {"revision": str(rev), "physical": True})
+        post("/v3/kv/range", {"key": ep})
+
+    if history:
+        hist = {"A": acquire["A: the waiting acquire Txn as sent (one level)"],
+                "D": acquire["D: A without its sorted range"],
+                "T": try_as_sent}
+        print(f"etcd_shapes.py --history: blocks of 250 acquisitions of each of A (the waiting "
+              f"acquire as sent), D (A without its range) and T (the try as sent); medians")
+        compact(int(post("/v3/kv/range", {"key": ep})["header"]["revision"]))
+        since = 0
+        for blk in range(rounds + 2):
+            if blk == rounds:
+                compact(rev)
+                since = 0
+                print("compacted")
+            t = {k: [] for k in hist}
+            for _ in range(250):
+                order = list(hist)
+                random.shuffle(order)
+                for k in order:
+                    i += 1
+                    m = entry(i)
+                    t0 = time.perf_counter()
+                    r = post("/v3/kv/txn", hist[k](m))
+                    t[k].append(time.perf_counter() - t0)
+                    if not went_ahead(r):
+                        raise RuntimeError(f"{k}: did not go ahead")
+                    rev = int(r["header"]["revision"])
+                    post("/v3/kv/txn", release(m, rev, pred, "R"))
+                    pred = m
+                    since += 1
+            md = {k: statistics.median(v) * 1e3 for k, v in t.items()}
+            print(f"entries since the last compaction {since - 750:5d}-{since:5d}: A {md['A']:.2f} ms, "
+                  f"D {md['D']:.2f} ms, T {md['T']:.2f} ms; A - D {md['A'] - md['D']:+.2f} ms, "
+                  f"T - A {md['T'] - md['A']:+.2f} ms", flush=True)
+        return
+
     for _ in range(rounds):
         random.shuffle(names)
         for name in names:
@@ -289,6 +342,7 @@ def run(rounds, port):
             pred = m
             times[name].append(t1 - t0)
             times[rel_names[kind]].append(t3 - t2)
+        compact(int(r["header"]["revision"]))
         order = [0, 1]
         random.shuffle(order)
         for o in order:
@@ -312,7 +366,8 @@ def run(rounds, port):
                 times["U: a delete of its key (the lock service's unlock)"].append(t2 - t1)
     one = statistics.median(times["F: a Txn of one put (the entry's, on a lease), no compare"])
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"etcd_shapes.py: {rounds} rounds; medians, and against F (a Txn of one put)")
+    print(f"etcd_shapes.py: {rounds} rounds, compacted after each; medians, and against F "
+          f"(a Txn of one put)")
     for k, v in times.items():
         size = f"{sizes[k]:5d} B" if k in sizes else "       "
         print(f"{k:66s} {med[k] * 1e3:6.2f} ms  {med[k] / one:5.2f}x  {size}  (n={len(v)})")
