@@ -224,10 +224,13 @@ static void raw_v3lock(struct raw *r, uint64_t lease)
 }
 
 /* The protocol since issue 28 (src/etcd/lock.c, ACQUIRE and RELEASE), on
- * keys of its own: KEY's queue bench-raw/q/lock/k NUL ID, its marker
- * bench-raw/q/last/k, the same epoch key. */
-static char Q_LAST[64], Q_Q0[64], Q_Q1[64], Q_MARK[16], Q_MARKHI[16], Q_LIVE[64], K_PLAIN[64];
-static const char Q_PREFIX[] = "bench-raw/q/lock/k";
+ * keys of its own, as long as fencelock's under its prefix "bench" (etcd
+ * reads every byte of a Txn): KEY's queue fbraw/lock/k NUL ID, its marker
+ * fbraw/last/k, the epoch fbraw/epoch; an entry's value with this process's
+ * pid and host, as entry.c writes it. */
+static char Q_LAST[64], Q_Q0[64], Q_Q1[64], Q_MARK[16], Q_MARKHI[16], Q_LIVE[128], Q_EPOCH[64],
+    K_PLAIN[64];
+static const char Q_PREFIX[] = "fbraw/lock/k";
 
 static void raw_q_keys(void)
 {
@@ -237,10 +240,20 @@ static void raw_q_keys(void)
     b64(q, n, Q_Q0);
     q[n - 1] = '\1';
     b64(q, n, Q_Q1);
-    b64s("bench-raw/q/last/k", Q_LAST);
+    b64s("fbraw/last/k", Q_LAST);
+    b64s("fbraw/epoch", Q_EPOCH);
     b64s("q0000001", Q_MARK);
     b64s("q0000002", Q_MARKHI);
-    b64s("W 0000001 12345 benchhost", Q_LIVE);
+    /* backend.c's host: gethostname, at most 64 bytes, no spaces */
+    char host[65] = "", live[96];
+    if (gethostname(host, sizeof host) != 0 || !host[0])
+        snprintf(host, sizeof host, "?");
+    host[sizeof host - 1] = '\0';
+    for (char *p = host; *p; p++)
+        if (*p <= ' ' || *p > '~')
+            *p = '?';
+    snprintf(live, sizeof live, "W 0000001 %u %s", (unsigned)getpid(), host);
+    b64s(live, Q_LIVE);
     b64s("bench-raw/plain", K_PLAIN);
 }
 
@@ -266,77 +279,74 @@ static void raw_put_txn(struct raw *r)
 }
 
 /* The acquire Txn of a free key: entry id on lease; its revision (c).  As
- * lock.c's fl__etcd_enqueue builds it, level by level (each level's failure
- * is the next level, the last one's the diagnosis): a waiting acquisition's
- * two levels (the key's first entry; a later one), or a try's three (first
- * entry of a free key; a later one of an empty queue; one behind released
- * entries -- the last is a free key's usual case). */
+ * lock.c's fl__etcd_enqueue sends it first (the usual case; the key's first
+ * entry and the diagnosis go in a second request only when it fails):
+ *   waiting  one level: compare the epoch, our entry absent, "q" < marker <
+ *            "q%07(E+1)"; success ENQUEUE (fl__enqueue_ops: the range of the
+ *            two newest entries, our entry's put on the lease, the marker's
+ *            put with prev_kv); failure empty;
+ *   try      the same compares and "every entry's value below W" (a free
+ *            key's usual case: released entries only); success ENQUEUE;
+ *            failure a nested Txn: the same compares with "the queue empty"
+ *            instead; success ENQUEUE; failure the range of the two oldest
+ *            entries. */
 static uint64_t raw_q_acquire(struct raw *r, uint64_t id, uint64_t lease, bool try_only)
 {
-    char m[96], ops[1024], diag[1024], base[512], markok[512], cmp[3][2048];
-    static char body[3][16384];
+    char m[96], ops[1024], cmp[1024], rel[256], empty[256], inner[4096];
+    static char body[8192];
     raw_q_entry(id, m);
     snprintf(ops, sizeof ops,
              "[{\"request_range\":{\"key\":\"%s\",\"range_end\":\"%s\",\"sort_order\":"
-             "\"DESCEND\",\"sort_target\":\"CREATE\",\"limit\":\"1\"}},"
-             "{\"request_range\":{\"key\":\"%s\",\"range_end\":\"%s\",\"sort_order\":"
-             "\"ASCEND\",\"sort_target\":\"CREATE\",\"limit\":\"2\"}},"
+             "\"DESCEND\",\"sort_target\":\"CREATE\",\"limit\":\"2\"}},"
              "{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\",\"lease\":\"%" PRIu64 "\"}},"
              "{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\",\"prev_kv\":true}}]",
-             Q_Q0, Q_Q1, Q_Q0, Q_Q1, m, Q_LIVE, lease, Q_LAST, Q_MARK);
-    snprintf(diag, sizeof diag,
-             "[{\"request_range\":{\"key\":\"%s\"}},{\"request_range\":{\"key\":\"%s\"}},"
-             "{\"request_range\":{\"key\":\"%s\"}},"
-             "{\"request_range\":{\"key\":\"%s\",\"range_end\":\"%s\",\"sort_order\":"
-             "\"DESCEND\",\"sort_target\":\"CREATE\",\"limit\":\"1\"}},"
-             "{\"request_range\":{\"key\":\"%s\",\"range_end\":\"%s\",\"sort_order\":"
-             "\"ASCEND\",\"sort_target\":\"CREATE\",\"limit\":\"2\"}}]",
-             K_EPOCH, Q_LAST, m, Q_Q0, Q_Q1, Q_Q0, Q_Q1);
-    snprintf(base, sizeof base,
+             Q_Q0, Q_Q1, m, Q_LIVE, lease, Q_LAST, Q_MARK);
+    /* fl__level_cmps(mark = true) */
+    snprintf(cmp, sizeof cmp,
              "{\"key\":\"%s\",\"target\":\"VALUE\",\"result\":\"EQUAL\",\"value\":\"%s\"},"
              "{\"key\":\"%s\",\"target\":\"CREATE\",\"result\":\"EQUAL\","
-             "\"create_revision\":\"0\"}",
-             K_EPOCH, V_EPOCH, m);
-    snprintf(markok, sizeof markok,
+             "\"create_revision\":\"0\"},"
              "{\"key\":\"%s\",\"target\":\"VALUE\",\"result\":\"GREATER\",\"value\":\"cQ==\"},"
              "{\"key\":\"%s\",\"target\":\"VALUE\",\"result\":\"LESS\",\"value\":\"%s\"}",
-             Q_LAST, Q_LAST, Q_MARKHI);
-    static const char empty[] = ",{\"key\":\"%s\",\"target\":\"CREATE\",\"result\":\"EQUAL\","
-                                "\"create_revision\":\"0\",\"range_end\":\"%s\"}";
-    char e[256], rel[256];
-    snprintf(e, sizeof e, empty, Q_Q0, Q_Q1);
-    snprintf(rel, sizeof rel,
-             ",{\"key\":\"%s\",\"target\":\"VALUE\",\"result\":\"LESS\",\"value\":\"Vw==\","
-             "\"range_end\":\"%s\"}",
-             Q_Q0, Q_Q1);
-    int levels = try_only ? 3 : 2;
-    snprintf(cmp[0], sizeof cmp[0], "%s,{\"key\":\"%s\",\"target\":\"CREATE\",\"result\":"
-             "\"EQUAL\",\"create_revision\":\"0\"}%s", base, Q_LAST, try_only ? e : "");
-    snprintf(cmp[1], sizeof cmp[1], "%s,%s%s", base, markok, try_only ? e : "");
-    snprintf(cmp[2], sizeof cmp[2], "%s,%s%s", base, markok, rel);
-    /* innermost first */
-    snprintf(body[levels - 1], sizeof body[0],
-             "{\"compare\":[%s],\"success\":%s,\"failure\":%s}", cmp[levels - 1], ops, diag);
-    for (int i = levels - 2; i >= 0; i--)
-        snprintf(body[i], sizeof body[0],
-                 "{\"compare\":[%s],\"success\":%s,\"failure\":[{\"request_txn\":%s}]}",
-                 cmp[i], ops, body[i + 1]);
-    json_t *j = raw_post(r, "/v3/kv/txn", body[0]);
-    json_t *t = j;
-    bool ok = json_is_true(json_object_get(t, "succeeded"));
-    for (int i = 1; !ok && i < levels; i++) {
-        t = json_object_get(json_array_get(json_object_get(t, "responses"), 0), "response_txn");
-        ok = json_is_true(json_object_get(t, "succeeded"));
+             Q_EPOCH, V_EPOCH, m, Q_LAST, Q_LAST, Q_MARKHI);
+    if (!try_only)
+        snprintf(body, sizeof body, "{\"compare\":[%s],\"success\":%s,\"failure\":[]}", cmp,
+                 ops);
+    else {
+        snprintf(rel, sizeof rel,
+                 ",{\"key\":\"%s\",\"target\":\"VALUE\",\"result\":\"LESS\",\"value\":\"Vw==\","
+                 "\"range_end\":\"%s\"}",
+                 Q_Q0, Q_Q1);
+        snprintf(empty, sizeof empty,
+                 ",{\"key\":\"%s\",\"target\":\"CREATE\",\"result\":\"EQUAL\","
+                 "\"create_revision\":\"0\",\"range_end\":\"%s\"}",
+                 Q_Q0, Q_Q1);
+        snprintf(inner, sizeof inner,
+                 "{\"compare\":[%s%s],\"success\":%s,\"failure\":[{\"request_range\":{\"key\":"
+                 "\"%s\",\"range_end\":\"%s\",\"sort_order\":\"ASCEND\",\"sort_target\":"
+                 "\"CREATE\",\"limit\":\"2\"}}]}",
+                 cmp, empty, ops, Q_Q0, Q_Q1);
+        snprintf(body, sizeof body,
+                 "{\"compare\":[%s%s],\"success\":%s,\"failure\":[{\"request_txn\":%s}]}", cmp,
+                 rel, ops, inner);
     }
+    json_t *j = raw_post(r, "/v3/kv/txn", body);
+    bool ok = json_is_true(json_object_get(j, "succeeded"));
+    if (!ok && try_only) /* the nested level (the queue empty: the first round only) */
+        ok = json_is_true(json_object_get(
+            json_object_get(json_array_get(json_object_get(j, "responses"), 0), "response_txn"),
+            "succeeded"));
     uint64_t rev = jnum(j, "header", "revision");
     json_decref(j);
     if (!ok)
-        fb_die("raw acquire txn (issue 28's shape) did not succeed");
+        fb_die("raw acquire txn (issue 28's shape) did not go ahead");
     return rev;
 }
 
-/* The release Txn: entry id (created at c, on lease) rewritten "R E T"
- * without a lease, the released entry before it (pred, 0: none) deleted. */
+/* The release Txn (fl__release_as): entry id (created at c, on lease)
+ * rewritten "R E T" without a lease, the released entry before it (pred, 0:
+ * none) deleted; failure: the range of our entry.  (The expiry case goes in
+ * a second request only when this one fails.) */
 static void raw_q_release(struct raw *r, uint64_t id, uint64_t c, uint64_t lease, uint64_t pred)
 {
     char m[96], pm[96], done[64], dv[96], ops[512], body[4096];
@@ -355,11 +365,8 @@ static void raw_q_release(struct raw *r, uint64_t id, uint64_t c, uint64_t lease
              "{\"compare\":[{\"key\":\"%s\",\"target\":\"CREATE\",\"result\":\"EQUAL\","
              "\"create_revision\":\"%" PRIu64 "\"},{\"key\":\"%s\",\"target\":\"LEASE\","
              "\"result\":\"EQUAL\",\"lease\":\"%" PRIu64 "\"}],\"success\":%s,\"failure\":"
-             "[{\"request_txn\":{\"compare\":[{\"key\":\"%s\",\"target\":\"CREATE\",\"result\":"
-             "\"EQUAL\",\"create_revision\":\"0\"},{\"key\":\"%s\",\"target\":\"MOD\","
-             "\"result\":\"EQUAL\",\"mod_revision\":\"%" PRIu64 "\"}],\"success\":%s,"
-             "\"failure\":[{\"request_range\":{\"key\":\"%s\"}}]}}]}",
-             m, c, m, lease, ops, m, Q_LAST, c, ops, m);
+             "[{\"request_range\":{\"key\":\"%s\"}}]}",
+             m, c, m, lease, ops, m);
     json_t *j = raw_post(r, "/v3/kv/txn", body);
     bool ok = json_is_true(json_object_get(j, "succeeded"));
     json_decref(j);
@@ -679,6 +686,13 @@ int main(int argc, char **argv)
         char body[256];
         snprintf(body, sizeof body, "{\"key\":\"%s\",\"value\":\"%s\"}", K_EPOCH, V_EPOCH);
         json_decref(raw_post(&raw, "/v3/kv/put", body));
+        /* The raw queue's marker, as a key's first acquisition leaves it
+         * (lock.c sends the first entry of a key in a second request): the
+         * raw acquire Txns are the usual case's, which compares it. */
+        snprintf(body, sizeof body, "{\"key\":\"%s\",\"value\":\"%s\"}", Q_LAST, Q_MARK);
+        json_decref(raw_post(&raw, "/v3/kv/put", body));
+        snprintf(body, sizeof body, "{\"key\":\"%s\",\"value\":\"%s\"}", Q_EPOCH, V_EPOCH);
+        json_decref(raw_post(&raw, "/v3/kv/put", body));
     }
     fl_region *r = NULL;
     if (fl_open(uri, &r) != 0)
@@ -867,7 +881,8 @@ int main(int argc, char **argv)
             "watched (the deletion of the holder's key)",
             leader, done, cli_every, s[C_ETCDCTL].n, tg.n);
     fb_note("a warm handle reuses its etcd lease (issue 28): fl_acquire of a free key is one "
-            "Txn (a try's has three nested levels of compares, a waiting acquisition's two), "
+            "Txn (a waiting acquisition's one level of compares with an empty failure branch, a "
+            "try's two, the second nested in the first's failure), "
             "fl_release one Txn; the raw Txns of those shapes put and release a queue entry on "
             "one lease kept for the run; etcd's lock service: the lock and unlock only, its "
             "lease granted and revoked untimed");
