@@ -365,8 +365,8 @@ static void raw_q_release(struct raw *r, uint64_t id, uint64_t c, uint64_t lease
              "{\"compare\":[{\"key\":\"%s\",\"target\":\"CREATE\",\"result\":\"EQUAL\","
              "\"create_revision\":\"%" PRIu64 "\"},{\"key\":\"%s\",\"target\":\"LEASE\","
              "\"result\":\"EQUAL\",\"lease\":\"%" PRIu64 "\"}],\"success\":%s,\"failure\":"
-             "[{\"request_range\":{\"key\":\"%s\"}}]}",
-             m, c, m, lease, ops, m);
+             "[]}",
+             m, c, m, lease, ops);
     json_t *j = raw_post(r, "/v3/kv/txn", body);
     bool ok = json_is_true(json_object_get(j, "succeeded"));
     json_decref(j);
