@@ -11,7 +11,7 @@
  * to W's clock read just after its lock call returned.
  *   fencelock             W gets the key with FL_LEASE_OWNER_DIED (the
  *                         holder's lease is 10 s: only death detection can
- *                         free it this soon): H's life word (src/life.c)
+ *                         free it this soon): H's life word (src/shm/life.c)
  *                         wakes W, or fencelockd reaps H, whichever first
  *   fencelock, fencelockd stopped   the same with fencelockd stopped
  *                         (SIGSTOP) after H registered: the life word alone

@@ -11,7 +11,7 @@
  * fl_lock_info is one entry in FL_LOCK_INFO_FIELDS; the test
  * cli_info_fields fails until every field of the header has one.  (The
  * library fills the structures from the region's own layout and names, in
- * src/slot.c, src/record.c and src/inspect.c: not from these lists.)
+ * src/shm/slot.c, src/shm/record.c and src/shm/inspect.c: not from these lists.)
  *
  * Each list is an X-macro, in the order of the JSON members, which is also
  * the order of the -o columns, of --output-all and of the metric families:

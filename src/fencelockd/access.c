@@ -26,7 +26,7 @@
  *     3.  Without the options an existing region keeps its access.
  *
  * The checks every opener makes on the directory and file are in
- * src/paths.c; fencelockd applies the strict rule (the directory must be
+ * src/shm/paths.c; fencelockd applies the strict rule (the directory must be
  * its own or root's) because it creates files there.
  */
 #include <grp.h>

@@ -2,7 +2,7 @@
 /*
  * fencelockd.h - what the supervisor's files share.
  *
- * THE LIBRARY.  fencelockd sees the library only through src/supervise.h
+ * THE LIBRARY.  fencelockd sees the library only through src/shm/supervise.h
  * (with the public fencelock.h and proto.h it pulls in): the region handle
  * is opaque here, and every write to the shared format is a call into it.
  * No file of this directory includes shm.h or format.h.

@@ -40,7 +40,7 @@
  * wakes somebody: the futex_waitv compare and the kernel's update of the
  * word are ordered by the futex hash bucket lock, so either the sleeper
  * sees OWNER_DIED in its compare (and returns at once) or it is queued
- * before the kernel looks for sleepers.  src/slot.pml (LIFE) checks this
+ * before the kernel looks for sleepers.  src/shm/slot.pml (LIFE) checks this
  * protocol; BUG_LIFE_NO_WAITERS and BUG_LIFE_NO_PASS_ON must fail there.
  *
  * FREEING A DEAD HOLDER'S LOCK (slot.c fl__free_dead): the same transition
@@ -68,7 +68,7 @@
  *   robust futexes -- get_robust_list fails or names no list, as under
  *   qemu-user --, another C library) leaves life_tid 0: never dead to
  *   waiters.  A region of format 3 (clients without life words) is refused
- *   by this library, and older libraries refuse format 4.  src/slot.pml
+ *   by this library, and older libraries refuse format 4.  src/shm/slot.pml
  *   (REUSE) starts a client in an entry a dead occupant left OWNER_DIED,
  *   without a life thread; BUG_LIFE_NO_INIT (no clearing) must fail.
  *   Reuse of pids and thread ids does not matter: waiters look at the
@@ -89,7 +89,7 @@
  *   each CPU that runs one of them and waits until it took the interrupt,
  *   and a thread that returns from the kernel with SIGKILL pending never
  *   runs user code again.  After the barrier the dead holder takes no more
- *   steps; src/slot.pml (GAP) lets the word die before the holder stops,
+ *   steps; src/shm/slot.pml (GAP) lets the word die before the holder stops,
  *   and BUG_LIFE_NO_MEMBARRIER must fail there (lease exclusion).
  *   A stopped process (SIGSTOP, a debugger) does not die: its word stays
  *   held, and its waiters wait for its deadline as before (I4).

@@ -2,7 +2,7 @@
 /*
  * record.c - fenced records: commits that a stale holder cannot corrupt,
  * even when it is paused in the middle of one.
- * Its Promela model is src/record.pml (ctest -R model_record): change them together.
+ * Its Promela model is src/shm/record.pml (ctest -R model_record): change them together.
  *
  * THE PROTOCOL
  *

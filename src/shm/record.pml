@@ -123,7 +123,7 @@
  * Issue 27 moved record.c into src/shm/ and made the handle a struct
  * fl__shm (its path and pid in the base handle): no step of the model
  * changed.
- * C-VERSION: src/shm/record.c git-blob b9de0c113fdc8fc3748153ddabcdfc469d1a3090 */
+ * C-VERSION: src/shm/record.c git-blob 2ac403f81c39db826032f3b1a96ffda038a33001 */
 
 #ifndef NB
 #define NB 3

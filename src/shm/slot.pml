@@ -264,7 +264,7 @@
  * struct fl__shm: no step of the model changed, only where the code
  * lives. */
 /* C-VERSION: src/shm/slot.c git-blob 8ae9811ad97bbb9f8d8c7d41a5cb63008b697e0e,
- *            src/shm/arch/pair.h git-blob 45e7522c2cfac30b62696ad91b30a8c876593ed4,
+ *            src/shm/arch/pair.h git-blob 7486f73b5cd5daeecf030e046bcde9ed9f5b23a2,
  *            src/shm/spin.h git-blob 15e6341db7b8203e496c828cd0504e1e9f0d42cd */
 
 #ifndef NC

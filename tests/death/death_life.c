@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * death_life.c - a holder's death reaches its waiters through its life word
- * (src/life.c), with fencelockd running and with fencelockd stopped.
+ * (src/shm/life.c), with fencelockd running and with fencelockd stopped.
  *
  * I5 I10: a registered holder killed with SIGKILL while waiters sleep on
  * two keys it holds (60 s leases): each waiter gets its key with

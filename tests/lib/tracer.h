@@ -66,7 +66,7 @@ int tr_detach(pid_t pid);
 /* A locked compare-and-exchange (lock cmpxchg r/m8..64, with or without REX). */
 bool tr_is_lock_cmpxchg(const uint8_t insn[8]);
 /* A locked cmpxchg16b (lock cmpxchg16b m128: F0 [REX.W] 0F C7 /1), the
- * instruction of every lock-pair transition (src/slot.c). */
+ * instruction of every lock-pair transition (src/shm/slot.c). */
 bool tr_is_lock_cmpxchg16b(const uint8_t insn[8]);
 
 #endif

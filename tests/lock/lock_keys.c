@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lock_keys.c - the key index (src/keys.c): names to lock slots.
+ * lock_keys.c - the key index (src/shm/keys.c): names to lock slots.
  *
  * I1 depends on it: a key with two slots would have two token sequences.
  * Many keys get distinct hashes and distinct slots and are found again

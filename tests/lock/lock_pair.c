@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * lock_pair.c - the lock word's 16-byte primitives (src/arch/pair.h) on the
+ * lock_pair.c - the lock word's 16-byte primitives (src/shm/arch/pair.h) on the
  * architecture this build is for: fl__pair_cas and the write-free reader
  * fl__pair_load.  On aarch64 each instruction sequence is run on its own
  * (the ldaxp/stlxp loop always, casp where the CPU has LSE), and mixed, as

@@ -15,7 +15,7 @@
  * waiter gets the key by the deadline it saw.
  * I6: a woken waiter that gives up at its next look, the key held again by
  * a process that never slept, leaves that holder's release a wake to send.
- * I4, I6: a waiter stopped in the spin it claimed behind sleepers (src/slot.c
+ * I4, I6: a waiter stopped in the spin it claimed behind sleepers (src/shm/slot.c
  * SPINNING) holds nothing the others need: the release wakes a sleeper.
  */
 #include <errno.h>
@@ -483,7 +483,7 @@ static uint64_t start_traced_sleeper(th_child *W0, const char *region, fl_region
                             (void *)(long)(PTRACE_O_TRACESYSGOOD | PTRACE_O_EXITKILL)),
                      0);
     /* to the entry of its futex sleep on the key: futex_waitv on the key's
-     * word and the holder's life word (src/life.c), or FUTEX_WAIT_BITSET on
+     * word and the holder's life word (src/shm/life.c), or FUTEX_WAIT_BITSET on
      * the key's word alone where the kernel has no futex_waitv */
     for (;;) {
         struct __ptrace_syscall_info si = next_syscall_stop(W0->pid);
@@ -608,7 +608,7 @@ static void test_woken_waiter_stopped(void **state)
     th_daemon_stop(&d, SIGTERM);
 }
 
-/* I6 (the one-wake release's wake_needed, src/slot.c WAITING).  W0
+/* I6 (the one-wake release's wake_needed, src/shm/slot.c WAITING).  W0
  * (traced, with a 2 s timeout) and then W1 (no timeout) sleep on a key held
  * with a 60 s lease.  The release wakes W0, which the tracer holds at the
  * futex's return.  N takes the free key without sleeping.  Once W0's
@@ -682,7 +682,7 @@ static void pin_to(pid_t pid, int cpu)
     assert_int_equal(sched_setaffinity(pid, sizeof set, &set), 0);
 }
 
-/* I4, I6 (src/slot.c SPINNING: one waiter per holding may spin behind the
+/* I4, I6 (src/shm/slot.c SPINNING: one waiter per holding may spin behind the
  * sleepers, when the holder took the key on another CPU).  H, pinned to
  * one CPU, and then W sleep on stop/key, held by G; G's release wakes H (a
  * contended acquisition that leaves W asleep: it notes its CPU).  S,

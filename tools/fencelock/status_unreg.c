@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * status_unreg.c - the unregistered clients of `fencelock status` (see
- * status_unreg.h; the table they come from: src/unreg.c).
+ * status_unreg.h; the table they come from: src/shm/unreg.c).
  */
 #include <errno.h>
 #include <stdlib.h>

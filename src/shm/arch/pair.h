@@ -27,7 +27,7 @@
  *
  * Only slot.c changes a lock slot's pair (tests/unit/test_pair.c stresses
  * these functions on a pair of its own).  The state machine is in
- * src/slot.c; its model, src/slot.pml, pins this file too.  The
+ * src/shm/slot.c; its model, src/shm/slot.pml, pins this file too.  The
  * memory-order arguments of every caller, for both architectures, are in
  * docs/memory-orders.md.
  *
