@@ -27,9 +27,10 @@
  * even after a failure, and ones left by a test process that was killed are
  * deleted by the next creation.
  *
- * The cluster and namespace code (cluster.c) has no cmocka: bench/etcd.c
- * builds it too.  Its failures go to ec_fail(), which cluster_harness.c
- * defines for the tests (the test fails with the message).
+ * The cluster and namespace code (cluster.c, cluster_netns.c) has no
+ * cmocka: the benchmarks (bench/etcd.c) link it too.  Its failures go to
+ * ec_fail(), which cluster_harness.c defines for the tests (the test fails
+ * with the message).
  *
  * Also here: a fake etcd (ec_fake_*), an HTTP server on a loopback port
  * whose answers the test scripts, for the untrusted-answer tests; and
@@ -119,6 +120,10 @@ int ec_etcdctl(const ec_cluster *c, int i, char *out, size_t cap, ...);
 void ec_start_on(ec_cluster *c, int n, const char *const *hosts, const char *const *netns);
 /* SIGKILL every member that runs, and reap them. */
 void ec_stop_all(ec_cluster *c);
+/* SIGKILL and reap every member this process started, of any cluster: at
+ * exit (registered by the first start), and before the namespaces are
+ * deleted at exit (a member inside one keeps it alive). */
+void ec_kill_leftovers(void);
 /* Send sig (SIGKILL, SIGTERM) to member i and reap it. */
 void ec_kill(ec_cluster *c, int i, int sig);
 /* SIGSTOP / SIGCONT member i. */
