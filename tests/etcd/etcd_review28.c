@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* I4 I6 I13 I14: the invariants the defects below broke (each test names its own) */
 /*
  * etcd_review28.c - the defects a hostile review of issue 28's etcd queue
  * (a fair queue per key, reused etcd leases: src/etcd/lock.c, wait.c,

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* I1 I4 I6 I13: what the attacks below could not break */
 /*
  * etcd_review28_held.c - attacks of issue 28's hostile review that the
  * queue withstood, kept as regression tests (the defects it found are in
