@@ -54,9 +54,20 @@ install(FILES
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 # A relocatable .pc: the prefix is found from the file's own place, so
-# `cmake --install --prefix ANY` works without reconfiguring.
-file(RELATIVE_PATH FL_PC_TO_PREFIX
-  "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+# `cmake --install --prefix ANY` works without reconfiguring.  Not when the
+# library goes to a system directory (FL_LIBDIR_IS_SYSTEM, the prefix /usr):
+# there the .pc names the prefix itself, so that pkg-config recognises
+# -I/usr/include and -L/usr/lib/<multiarch> as the system's and leaves them
+# out; spelt through ${pcfiledir}/../../.. they would go on every link line,
+# ahead of the -L of any module listed after fencelock, whose libraries the
+# system's of the same name would then shadow.
+if(FL_LIBDIR_IS_SYSTEM)
+  set(FL_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+else()
+  file(RELATIVE_PATH FL_PC_TO_PREFIX
+    "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+  set(FL_PC_PREFIX "\${pcfiledir}/${FL_PC_TO_PREFIX}")
+endif()
 if(FL_HAVE_ETCD)
   set(FL_PC_ETCD_REQUIRES ", jansson")
   set(FL_PC_ETCD_LIBS " -lcurl")
