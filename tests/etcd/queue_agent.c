@@ -104,18 +104,18 @@ static int note_acquired(int who, const fl_lease *l)
         /* Who else holds, and was its lease still running? */
         char why[512] = "";
         size_t n = 0;
-        for (int j = 0; j < MAXPROC; j++) {
+        for (int j = 0; j < MAXPROC && n < sizeof why; j++) {
             uint64_t t = sh->slot[j].token, d = sh->slot[j].deadline;
             if (j == who || !t)
                 continue;
-            n += (size_t)snprintf(why + n, n < sizeof why ? sizeof why - n : 0,
+            n += (size_t)snprintf(why + n, sizeof why - n,
                                   "agent %d holds token %" PRIu64 " (%s: %.3f s %s); ", j,
                                   t, now < d ? "unexpired" : "EXPIRED",
                                   secs(now < d ? d - now : now - d),
                                   now < d ? "left" : "past its deadline");
         }
         snprintf(sh->overlap_why, sizeof sh->overlap_why,
-                 "agent %d got token %" PRIu64 " while %d processes held the key: %s", who,
+                 "agent %d got token %" PRIu64 " while %d processes held the key: %.400s", who,
                  l->token, h, why);
     }
     uint32_t i = atomic_fetch_add(&sh->nacq, 1);
