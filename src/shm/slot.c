@@ -375,8 +375,10 @@ static void fl__free_dead(struct fl__shm *r, struct fl__slot *sl, uint32_t idx, 
     if (fl__life_confirm() != 0)
         return;
     if (fl__pair_cas(&sl->pair, &s, &l, s & ~FL__HELD, FL__FREED_BY_DEATH)) {
-        fl__wake_all(sl);
+        /* count before the wake: whatever a woken waiter reports comes
+         * after the death is counted (a locked add, not a log write) */
         fl__count(sl, FL__C_DEATHS);
+        fl__wake_all(sl);
         /* for fencelockd's log, which would otherwise not see this death
          * as a lock released: its reap finds nothing left to free */
         fl__event_post(r, &(struct fl__event_data){.type = FL__EV_ABANDONED,
@@ -740,12 +742,14 @@ static uint32_t fl__slots_free_where(struct fl__shm *r, uint32_t client, bool an
         fl__pair_load(&sl->pair, &s, &l);
         while ((s & FL__HELD) && (any || fl__owner(l) == client)) {
             if (fl__pair_cas(&sl->pair, &s, &l, s & ~FL__HELD, why)) {
-                /* wake before logging: the waiters' latency (I5) should not
-                 * include a write to the log; all of them: the dead
-                 * holder may also have been a waiter holding a wake */
-                fl__wake_all(sl);
+                /* count, then wake, then log: what a woken waiter reports
+                 * comes after the death is counted (one locked add), and
+                 * the waiters' latency (I5) does not include a write to the
+                 * log; wake all of them: the dead holder may also have
+                 * been a waiter holding a wake */
                 if (why == FL__FREED_BY_DEATH)
                     fl__count(sl, FL__C_DEATHS);
+                fl__wake_all(sl);
                 if (fn)
                     fn(ctx, i, s >> FL__TOKEN_SHIFT);
                 freed++;

@@ -262,8 +262,11 @@
  * cancel object through cancel.h: the same seq_cst publication and flag
  * reads) and fl_lock_info_get into inspect.c, and made the handle a
  * struct fl__shm: no step of the model changed, only where the code
- * lives. */
-/* C-VERSION: src/shm/slot.c git-blob 8ae9811ad97bbb9f8d8c7d41a5cb63008b697e0e,
+ * lives.  Later, a reap and a waiter's free of a dead holder count the
+ * death before their wake instead of after it (so that what a woken
+ * waiter reports comes after the count): counters are outside the model
+ * (above), the CAS and the wake are its steps, in the same order. */
+/* C-VERSION: src/shm/slot.c git-blob e8a2f2560bb17ee4d492a89038433894c6071ea7,
  *            src/shm/arch/pair.h git-blob 7486f73b5cd5daeecf030e046bcde9ed9f5b23a2,
  *            src/shm/spin.h git-blob 15e6341db7b8203e496c828cd0504e1e9f0d42cd */
 
