@@ -258,25 +258,21 @@ static void test_requeue_answer_lost_pools_entry(void **state)
     /* The holder releases.  The entry the lost Txn made lives on a lease of
      * 2 s: the next one must get the key within that lease and some slack. */
     assert_int_equal(fl_release(h, &hl), 0);
-    uint64_t t0 = th_now_ns();
-    int rc = fl_acquire(d, "k", S(2), (int64_t)(S(2) + SLACK), &dl);
-    uint64_t took = th_now_ns() - t0;
-    char why[512];
-    snprintf(why, sizeof why, "%s", rc ? fl_last_error() : "");
+    struct timed_acq next = take_within_lease(d, "k", &dl);
     dump_queue(prefix, "k");
-    if (rc == 0)
+    if (next.rc == 0)
         assert_int_equal(fl_release(d, &dl), 0);
     ec_agent_stop(&w); /* fl_close revokes the pool: the phantom goes */
     fl_close(h);
     fl_close(d);
     relay_stop(rl);
     unsetenv("FENCELOCK_ETCD_TIMEOUT_MS");
-    if (rc != 0)
+    if (next.rc != 0)
         fail_msg("after a re-queue whose answer was lost (-EAGAIN), the key stayed held by "
                  "nobody for %.1f s (its entry's lease is 2 s): %s: %s -- the lease that may "
                  "carry the entry went back to the handle's pool, which keeps it alive "
                  "(wait.c: fl__give_up pools it when w.p.c is 0)",
-                 secs(took), fl_err_name(rc), why);
+                 secs(next.took), fl_err_name(next.rc), next.why);
 }
 
 /* =====================================================================
@@ -357,11 +353,7 @@ static void test_late_acquire_txn_queues_again(void **state)
     struct busy b = {.r = r};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, busy_main, &b), 0);
-    uint64_t t0 = th_now_ns();
-    rc = fl_acquire(d, "k", S(2), (int64_t)(S(2) + SLACK), &x);
-    uint64_t took = th_now_ns() - t0;
-    char why[512];
-    snprintf(why, sizeof why, "%s", rc ? fl_last_error() : "");
+    struct timed_acq next = take_within_lease(d, "k", &x);
     atomic_store(&b.stop, true);
     pthread_join(t, NULL);
     struct qent e[8];
@@ -371,16 +363,16 @@ static void test_late_acquire_txn_queues_again(void **state)
         for (int j = 0; j < 4 && j < atomic_load(&b.rounds); j++)
             shared |= e[i].value[0] == 'W' && e[i].lease == b.lease_ids[j] && e[i].lease;
     dump_queue(prefix, "k");
-    if (rc == 0)
+    if (next.rc == 0)
         assert_int_equal(fl_release(d, &x), 0);
     fl_close(r);
     fl_close(d);
     relay_stop(rl);
     unsetenv("FENCELOCK_ETCD_TIMEOUT_MS");
-    if (rc != 0)
+    if (next.rc != 0)
         fail_msg("a late copy of a finished acquisition's Txn queued a live entry again: key "
                  "\"k\" stayed held by nobody for %.1f s (leases of 2 s): %s: %s%s",
-                 secs(took), fl_err_name(rc), why,
+                 secs(next.took), fl_err_name(next.rc), next.why,
                  shared ? "; and the handle's later acquisitions of \"other\" put their "
                           "entries on the same etcd lease as that phantom"
                         : "");
@@ -619,10 +611,8 @@ static void test_look_after_repetition_unreachable(void **state)
            atomic_load(&a->hits) - 1, atomic_load(&b->hits));
     int live = live_of(prefix, "k");
     dump_queue(prefix, "k");
-    uint64_t t0 = th_now_ns();
-    int rc2 = fl_acquire(d, "k", S(2), (int64_t)(S(2) + SLACK), &x);
-    uint64_t took = th_now_ns() - t0;
-    if (rc2 == 0)
+    struct timed_acq next = take_within_lease(d, "k", &x);
+    if (next.rc == 0)
         assert_int_equal(fl_release(d, &x), 0);
     if (rc == 0)
         fl_release(r, &l);
@@ -635,11 +625,12 @@ static void test_look_after_repetition_unreachable(void **state)
         fail_msg("fl_acquire answered -EHOSTUNREACH (\"the call had no effect\") with its "
                  "entry live in the queue (%d live): %s; another handle then %s after %.1f s "
                  "(leases of 2 s)",
-                 live, why, rc2 == 0 ? "got the key" : fl_err_name(rc2), secs(took));
-    if (rc2 != 0)
+                 live, why, next.rc == 0 ? "got the key" : fl_err_name(next.rc),
+                 secs(next.took));
+    if (next.rc != 0)
         fail_msg("the key stayed held by nobody for %.1f s after an acquire that answered %s: "
                  "%s",
-                 secs(took), fl_err_name(rc), why);
+                 secs(next.took), fl_err_name(rc), why);
 }
 
 /* =====================================================================
@@ -699,10 +690,8 @@ static void test_history_read_unreachable(void **state)
     printf("# the acquire: %s (%s) flags 0x%x; history reads lost: %d\n", fl_err_name(rc), why,
            rc ? 0 : xl.flags, hits);
     dump_queue(prefix, "k");
-    uint64_t t0 = th_now_ns();
-    int rc2 = fl_acquire(d, "k", S(2), (int64_t)(S(2) + SLACK), &dl);
-    uint64_t took = th_now_ns() - t0;
-    if (rc2 == 0)
+    struct timed_acq next = take_within_lease(d, "k", &dl);
+    if (next.rc == 0)
         assert_int_equal(fl_release(d, &dl), 0);
     if (rc == 0)
         fl_release(x, &xl);
@@ -716,8 +705,8 @@ static void test_history_read_unreachable(void **state)
     if (rc != 0 && live > 0)
         fail_msg("fl_acquire answered %s with its entry live, holding the key (%d live): %s; "
                  "another handle then %s after %.1f s (leases of 2 s)",
-                 fl_err_name(rc), live, why, rc2 == 0 ? "got the key" : fl_err_name(rc2),
-                 secs(took));
+                 fl_err_name(rc), live, why, next.rc == 0 ? "got the key" : fl_err_name(next.rc),
+                 secs(next.took));
     if (rc == 0 && xl.flags != FL_LEASE_EXPIRED)
         fail_msg("the holding before ended unreleased, yet flags 0x%x", xl.flags);
 }

@@ -200,6 +200,16 @@ const char *direct_uri(const char *prefix, char *buf, size_t cap)
     return ec_uri(&cl, 0, prefix, buf, cap);
 }
 
+struct timed_acq take_within_lease(fl_region *d, const char *key, fl_lease *l)
+{
+    struct timed_acq t = {0};
+    uint64_t t0 = th_now_ns();
+    t.rc = fl_acquire(d, key, S(2), (int64_t)(S(2) + SLACK), l);
+    t.took = th_now_ns() - t0;
+    snprintf(t.why, sizeof t.why, "%s", t.rc ? fl_last_error() : "");
+    return t;
+}
+
 /* ---- an fl_acquire on a thread of its own ---- */
 
 void *acq_main(void *arg)

@@ -56,6 +56,19 @@ void dump_queue(const char *prefix, const char *key);
 /* The URI of prefix on the member, into buf. */
 const char *direct_uri(const char *prefix, char *buf, size_t cap);
 
+/* ---- the proof that nothing was left holding a key ---- */
+
+/* What a timed fl_acquire answered, and how long it took. */
+struct timed_acq {
+    int rc;
+    uint64_t took;  /* ns */
+    char why[512];  /* fl_last_error() when rc != 0, else "" */
+};
+/* d asks for key with a lease of 2 s, waiting up to one such lease and
+ * SLACK: what a phantom entry left by an earlier call (on a lease of 2 s)
+ * could delay it by.  On success the caller releases *l. */
+struct timed_acq take_within_lease(fl_region *d, const char *key, fl_lease *l);
+
 /* ---- an fl_acquire on a thread of its own ---- */
 
 struct acq_arg {
