@@ -67,7 +67,6 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,16 +80,6 @@
 #ifndef FENCELOCK_TOOL_PATH
 #define FENCELOCK_TOOL_PATH "fencelock"
 #endif
-
-void ec_fail(const char *fmt, ...)
-{
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fb_die("etcd cluster: %s", msg);
-}
 
 /* ---- the raw requests (etcd_raw.h has the connection) ---- */
 

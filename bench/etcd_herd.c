@@ -59,16 +59,6 @@
 #define HERD_TTL_NS (10 * FB_S)
 #define HERD_MAX 64
 
-void ec_fail(const char *fmt, ...)
-{
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fb_die("etcd cluster: %s", msg);
-}
-
 /* What the workers of a phase share (a file in the work directory). */
 struct shared {
     _Atomic int stop;
