@@ -353,12 +353,10 @@ void qa_start(qa *a, int who, const char *uri, const char *netns, const char *ti
 
 void qa_send(qa *a, const char *fmt, ...)
 {
-    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    th_vsendf(a->c.to_child, fmt, ap);
     va_end(ap);
-    th_send(a->c.to_child, line);
 }
 
 /* Read one answer within timeout_ms: true if one came. */

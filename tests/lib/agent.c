@@ -254,12 +254,10 @@ void ag_start(ag *a, const char *region)
 
 void ag_send(ag *a, const char *fmt, ...)
 {
-    char buf[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    th_vsendf(a->c.to_child, fmt, ap);
     va_end(ap);
-    th_send(a->c.to_child, buf);
 }
 
 static int ag_parse(const char *buf, ag_reply *rp)

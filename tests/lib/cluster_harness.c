@@ -421,12 +421,10 @@ void ec_agent_start_in(ec_agent *a, const char *uri, const char *netns)
 
 void ec_agent_send(ec_agent *a, const char *fmt, ...)
 {
-    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    th_vsendf(a->c.to_child, fmt, ap);
     va_end(ap);
-    th_send(a->c.to_child, line);
 }
 
 int ec_agent_read(ec_agent *a, ec_reply *rp, int timeout_ms)

@@ -242,6 +242,21 @@ void th_send(int fd, const char *line)
     }
 }
 
+void th_vsendf(int fd, const char *fmt, va_list ap)
+{
+    char line[1000]; /* th_send's buffer holds it and the newline */
+    vsnprintf(line, sizeof line, fmt, ap);
+    th_send(fd, line);
+}
+
+void th_sendf(int fd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    th_vsendf(fd, fmt, ap);
+    va_end(ap);
+}
+
 int th_recv(int fd, char *buf, size_t cap, int timeout_ms)
 {
     uint64_t deadline = th_now_ns() + (uint64_t)timeout_ms * TH_MS;

@@ -10,6 +10,7 @@
 #ifndef FL_TEST_HARNESS_H
 #define FL_TEST_HARNESS_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -52,6 +53,9 @@ typedef int (*th_child_fn)(void *arg, int in, int out);
 int th_child_start(th_child *c, th_child_fn fn, void *arg);
 /* Send one line (no newline needed). */
 void th_send(int fd, const char *line);
+/* Send one printf-formatted line (cut at 1,000 bytes). */
+void th_sendf(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void th_vsendf(int fd, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 /* Read one line (without newline) within timeout_ms; 0, or -1 on timeout/EOF. */
 int th_recv(int fd, char *buf, size_t cap, int timeout_ms);
 /* Wait for a child's exit within timeout_ms: its wait status, or -1 (then it

@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,16 +164,6 @@ char *rc_recv(int fd, char *buf, size_t cap, int timeout_ms)
         abort();
     }
     return buf;
-}
-
-void rc_sendf(int fd, const char *fmt, ...)
-{
-    char line[1000];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    th_send(fd, line);
 }
 
 int rc_child_exit(th_child *c, int timeout_ms)

@@ -45,8 +45,6 @@ fl_region *rc_open(const char *path);
 void rc_child(th_child *c, th_child_fn fn, void *arg);
 /* Read a line; abort with a message on timeout.  Returns buf. */
 char *rc_recv(int fd, char *buf, size_t cap, int timeout_ms);
-/* Send a printf-formatted line. */
-void rc_sendf(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Exit status of a child that must exit 0 within timeout_ms (else -1 / status). */
 int rc_child_exit(th_child *c, int timeout_ms);
 /* Index of record `name` in r, or -1 (scans fl_record_info_get). */

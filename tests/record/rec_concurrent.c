@@ -91,7 +91,7 @@ static int writer(void *arg, int in, int out)
         if (rc != 0 && rc != -ESTALE)
             other++;
     }
-    rc_sendf(out, "ok %llu stale %llu forced %llu other %llu skipped %llu", ok, stale, forced,
+    th_sendf(out, "ok %llu stale %llu forced %llu other %llu skipped %llu", ok, stale, forced,
              other, skipped);
     fl_close(r);
     return 0;
@@ -146,7 +146,7 @@ static int reader(void *arg, int in, int out)
         struct pollfd p = {.fd = in, .events = POLLIN};
         stop = poll(&p, 1, 0) > 0;
     }
-    rc_sendf(out, "reads %llu absent %llu bad %llu backwards %llu errors %llu last %llu|%s",
+    th_sendf(out, "reads %llu absent %llu bad %llu backwards %llu errors %llu last %llu|%s",
              reads, absent, bad, backwards, errors, (unsigned long long)last, first_bad);
     fl_close(r);
     return 0;

@@ -62,10 +62,10 @@ static int victim(void *arg, int in, int out)
     fl_lease l;
     int rc = fl_acquire(r, KEY, 60 * TH_S, 30 * (int64_t)TH_S, &l);
     if (rc != 0) {
-        rc_sendf(out, "acquire-failed %d", rc);
+        th_sendf(out, "acquire-failed %d", rc);
         return 1;
     }
-    rc_sendf(out, "acquired %llu %u %d", (unsigned long long)l.token, l.flags,
+    th_sendf(out, "acquired %llu %u %d", (unsigned long long)l.token, l.flags,
              fl_region_registered(r));
     static unsigned char data[NREC][REC_SIZE];
     size_t len[NREC];
@@ -74,7 +74,7 @@ static int victim(void *arg, int in, int out)
         pl_make(data[j], len[j], l.token, (uint32_t)j + 1);
         rc = fl_commit(r, &l, rec_name(j), data[j], len[j], 0, NULL);
         if (rc != 0) {
-            rc_sendf(out, "commit-failed %d %s", rc, fl_last_error());
+            th_sendf(out, "commit-failed %d %s", rc, fl_last_error());
             return 2;
         }
     }
@@ -82,13 +82,13 @@ static int victim(void *arg, int in, int out)
         th_send(out, "ready");
         raise(SIGSTOP);
         rc = fl_commit(r, &l, rec_name(v->target), data[v->target], len[v->target], 0, NULL);
-        rc_sendf(out, "committed %d", rc);
+        th_sendf(out, "committed %d", rc);
     }
     th_send(out, "looping");
     for (unsigned i = 0;; i++) {
         rc = fl_commit(r, &l, rec_name((int)(i % NREC)), data[i % NREC], len[i % NREC], 0, NULL);
         if (rc != 0) {
-            rc_sendf(out, "loop-commit-failed %d %s", rc, fl_last_error());
+            th_sendf(out, "loop-commit-failed %d %s", rc, fl_last_error());
             return 3;
         }
     }

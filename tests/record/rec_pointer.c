@@ -86,13 +86,13 @@ static int stale_writer(void *arg, int in, int out)
         return 1;
     if (write_before_pause && obj_write(l.token, TAG_STALE) != 0)
         return 2;
-    rc_sendf(out, "token %llu", (unsigned long long)l.token);
+    th_sendf(out, "token %llu", (unsigned long long)l.token);
     th_expect(in, "go", 60000); /* stopped and continued around here */
     if (!write_before_pause && obj_write(l.token, TAG_STALE) != 0)
         return 3;
     uint64_t acc = 0;
     int rc = fl_commit_u64(r, &l, PTR, l.token, 0, &acc);
-    rc_sendf(out, "commit %d %llu", rc, (unsigned long long)acc);
+    th_sendf(out, "commit %d %llu", rc, (unsigned long long)acc);
     fl_close(r);
     return 0;
 }
@@ -112,7 +112,7 @@ static int new_writer(void *arg, int in, int out)
         return 2;
     uint64_t acc = 0;
     rc = fl_commit_u64(r, &l, PTR, l.token, 0, &acc);
-    rc_sendf(out, "commit %llu %u %d %llu", (unsigned long long)l.token, l.flags, rc,
+    th_sendf(out, "commit %llu %u %d %llu", (unsigned long long)l.token, l.flags, rc,
              (unsigned long long)acc);
     fl_release(r, &l);
     fl_close(r);
@@ -156,7 +156,7 @@ static int resolver(void *arg, int in, int out)
         struct pollfd p = {.fd = in, .events = POLLIN};
         stop = poll(&p, 1, 0) > 0;
     }
-    rc_sendf(out, "resolved %llu absent %llu bad %llu stale %llu backwards %llu", resolved,
+    th_sendf(out, "resolved %llu absent %llu bad %llu stale %llu backwards %llu", resolved,
              absent, bad, stale, backwards);
     fl_close(r);
     return 0;

@@ -66,17 +66,17 @@ static int stepped_writer(void *arg, int in, int out)
     fl_lease l;
     int rc = fl_acquire(r, KEY, W_LEASE, 30 * (int64_t)TH_S, &l);
     if (rc != 0) {
-        rc_sendf(out, "acquire-failed %d", rc);
+        th_sendf(out, "acquire-failed %d", rc);
         return 1;
     }
     unsigned char data[REC_SIZE];
     size_t len = pl_len(l.token, TAG_W, REC_SIZE);
     pl_make(data, len, l.token, TAG_W);
-    rc_sendf(out, "token %llu", (unsigned long long)l.token);
+    th_sendf(out, "token %llu", (unsigned long long)l.token);
     raise(SIGSTOP); /* the parent steps us from here */
     uint64_t acc = 0;
     rc = fl_commit(r, &l, REC, data, len, 0, &acc);
-    rc_sendf(out, "rc %d %llu", rc, (unsigned long long)acc);
+    th_sendf(out, "rc %d %llu", rc, (unsigned long long)acc);
     fl_close(r);
     return 0;
 }
@@ -91,7 +91,7 @@ static int newer_writer(void *arg, int in, int out)
         fl_lease l;
         int rc = fl_acquire(r, KEY, 60 * TH_S, 30 * (int64_t)TH_S, &l);
         if (rc != 0) {
-            rc_sendf(out, "acquire-failed %d", rc);
+            th_sendf(out, "acquire-failed %d", rc);
             continue;
         }
         unsigned char data[REC_SIZE];
@@ -100,7 +100,7 @@ static int newer_writer(void *arg, int in, int out)
         uint64_t acc = 0;
         rc = fl_commit(r, &l, REC, data, len, 0, &acc);
         int rel = fl_release(r, &l);
-        rc_sendf(out, "done %llu %u %d %llu %d", (unsigned long long)l.token, l.flags, rc,
+        th_sendf(out, "done %llu %u %d %llu %d", (unsigned long long)l.token, l.flags, rc,
                  (unsigned long long)acc, rel);
     }
     fl_close(r);
@@ -120,7 +120,7 @@ static int one_reader(void *arg, int in, int out)
         int rc = fl_read(r, REC, buf, sizeof buf, &len, &fence);
         uint32_t tag = 0;
         const char *why = rc == 0 ? pl_check(buf, len, fence, &tag) : "read failed";
-        rc_sendf(out, "read %d %llu %zu %u %s", rc, (unsigned long long)fence, len, tag,
+        th_sendf(out, "read %d %llu %zu %u %s", rc, (unsigned long long)fence, len, tag,
                  why ? "bad" : "ok");
     }
     fl_close(r);
@@ -159,7 +159,7 @@ static int spin_reader(void *arg, int in, int out)
         struct pollfd p = {.fd = in, .events = POLLIN};
         stop = poll(&p, 1, 0) > 0;
     }
-    rc_sendf(out, "reads %llu bad %llu wseen %llu backwards %llu", reads, bad, wseen, backwards);
+    th_sendf(out, "reads %llu bad %llu wseen %llu backwards %llu", reads, bad, wseen, backwards);
     fl_close(r);
     return 0;
 }
@@ -497,11 +497,11 @@ static int nb_writer(void *arg, int in, int out)
     fl_lease l;
     if (fl_acquire(r, KEY, W_LEASE, 30 * (int64_t)TH_S, &l) != 0)
         return 1;
-    rc_sendf(out, "token %llu", (unsigned long long)l.token);
+    th_sendf(out, "token %llu", (unsigned long long)l.token);
     raise(SIGSTOP);
     uint64_t acc = 0;
     int rc = fl_commit(r, &l, REC, "stopped-writer", 14, 0, &acc);
-    rc_sendf(out, "rc %d %llu", rc, (unsigned long long)acc);
+    th_sendf(out, "rc %d %llu", rc, (unsigned long long)acc);
     fl_close(r);
     return 0;
 }

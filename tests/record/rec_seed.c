@@ -33,17 +33,17 @@ static int child_a(void *arg, int in, int out)
     fl_lease l;
     int rc = fl_acquire(r, KEY, A_LEASE, 10 * (int64_t)TH_S, &l);
     if (rc) {
-        rc_sendf(out, "acquire-failed %d", rc);
+        th_sendf(out, "acquire-failed %d", rc);
         return 1;
     }
-    rc_sendf(out, "token %llu %llu %d", (unsigned long long)l.token,
+    th_sendf(out, "token %llu %llu %d", (unsigned long long)l.token,
              (unsigned long long)l.deadline_ns, fl_region_registered(r));
     th_send(out, "ready");
     th_expect(in, "commit", 60000); /* the parent stops us here, then continues us */
     uint64_t acc = 0;
     rc = fl_commit(r, &l, REC, A_VALUE, sizeof A_VALUE, 0, &acc);
     int chk = fl_check(r, &l);
-    rc_sendf(out, "commit %d %llu %d", rc, (unsigned long long)acc, chk);
+    th_sendf(out, "commit %d %llu %d", rc, (unsigned long long)acc, chk);
     fl_close(r);
     return 0;
 }
@@ -55,14 +55,14 @@ static int child_b(void *arg, int in, int out)
     fl_lease l;
     int rc = fl_acquire(r, KEY, B_LEASE, 30 * (int64_t)TH_S, &l);
     if (rc) {
-        rc_sendf(out, "acquire-failed %d", rc);
+        th_sendf(out, "acquire-failed %d", rc);
         return 1;
     }
-    rc_sendf(out, "token %llu %llu %u", (unsigned long long)l.token,
+    th_sendf(out, "token %llu %llu %u", (unsigned long long)l.token,
              (unsigned long long)l.deadline_ns, l.flags);
     uint64_t acc = 0;
     rc = fl_commit(r, &l, REC, B_VALUE, sizeof B_VALUE, 0, &acc);
-    rc_sendf(out, "commit %d %llu", rc, (unsigned long long)acc);
+    th_sendf(out, "commit %d %llu", rc, (unsigned long long)acc);
     fl_release(r, &l);
     fl_close(r);
     return 0;

@@ -467,7 +467,7 @@ static int idle_committer(void *arg, int in, int out)
     int a = fl_commit(r, &l, "rec", "idle-1", 6, 0, NULL);
     int b = fl_commit(r, &l, "rec", "idle-2", 6, 0, NULL); /* replaces its own value */
     fl_release(r, &l);
-    rc_sendf(out, "done %d %d", a, b);
+    th_sendf(out, "done %d %d", a, b);
     th_expect(in, "exit", 60000); /* idle, handle open, no commit in flight */
     fl_close(r);
     return 0;
