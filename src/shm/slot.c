@@ -376,7 +376,10 @@ static void fl__free_dead(struct fl__shm *r, struct fl__slot *sl, uint32_t idx, 
         return;
     if (fl__pair_cas(&sl->pair, &s, &l, s & ~FL__HELD, FL__FREED_BY_DEATH)) {
         /* count before the wake: whatever a woken waiter reports comes
-         * after the death is counted (a locked add, not a log write) */
+         * after the death is counted (a locked add, not a log write).
+         * Stopped or killed here, the key free and nobody woken: as a
+         * releaser between its CAS and its wake (fl__shm_release); the
+         * count's add lengthens that window, it adds no new one. */
         fl__count(sl, FL__C_DEATHS);
         fl__wake_all(sl);
         /* for fencelockd's log, which would otherwise not see this death
@@ -746,7 +749,10 @@ static uint32_t fl__slots_free_where(struct fl__shm *r, uint32_t client, bool an
                  * comes after the death is counted (one locked add), and
                  * the waiters' latency (I5) does not include a write to the
                  * log; wake all of them: the dead holder may also have
-                 * been a waiter holding a wake */
+                 * been a waiter holding a wake.  fencelockd stopped or
+                 * killed between the CAS and the wake: its waiters sleep
+                 * until the dead holder's deadline at most (I4, I5), as
+                 * for a releaser stopped there (fl__shm_release). */
                 if (why == FL__FREED_BY_DEATH)
                     fl__count(sl, FL__C_DEATHS);
                 fl__wake_all(sl);

@@ -266,7 +266,7 @@
  * death before their wake instead of after it (so that what a woken
  * waiter reports comes after the count): counters are outside the model
  * (above), the CAS and the wake are its steps, in the same order. */
-/* C-VERSION: src/shm/slot.c git-blob e8a2f2560bb17ee4d492a89038433894c6071ea7,
+/* C-VERSION: src/shm/slot.c git-blob e772194beb95c3578491538ce935f58c98eb7f1f,
  *            src/shm/arch/pair.h git-blob 7486f73b5cd5daeecf030e046bcde9ed9f5b23a2,
  *            src/shm/spin.h git-blob 15e6341db7b8203e496c828cd0504e1e9f0d42cd */
 
